@@ -1,0 +1,53 @@
+//! The command line: `records`, and the commands that grow around it.
+
+pub mod records;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// Record-per-resource remote state for OpenTofu and Terraform, with no state lock.
+///
+/// Each resource instance is one record in a record store (a local folder by
+/// default, or an S3 bucket you own). Every record write is one conditional
+/// request, so two applies that change different resources of one root both
+/// land, and a write that meets another run's newer record is refused by name.
+#[derive(Debug, Parser)]
+#[command(name = "choudoufu-live", version, propagate_version = true)]
+pub struct Cli {
+    /// The root module folder whose live block names the estate and record store.
+    #[arg(long, global = true, default_value = ".", value_name = "DIR")]
+    pub root: PathBuf,
+
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Look at the estate's records.
+    #[command(subcommand)]
+    Records(records::RecordsCommand),
+}
+
+/// Exit status for an error before or outside terraform (config, store, input).
+pub const EXIT_ERROR: i32 = 1;
+
+/// Run the command line; returns the process exit status.
+pub async fn main(cli: Cli) -> i32 {
+    let result = match cli.command {
+        Command::Records(cmd) => records::run(&cli.root, cmd).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+/// Any error a command reports to the user.
+pub type CliError = Box<dyn std::error::Error + Send + Sync>;

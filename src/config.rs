@@ -1,0 +1,311 @@
+//! The root's `live` block: in `terraform {}` of a `.tf` file (choudoufu), or at the top of `live.hcl`.
+
+use std::path::{Path, PathBuf};
+
+use hcl::edit::expr::Expression;
+use hcl::edit::structure::{Block, BlockLabel, Body};
+use hcl::edit::{Span, parser};
+
+use crate::error::ConfigError;
+use crate::layout::EstateName;
+use crate::store::s3::S3Settings;
+
+/// The file stock terraform and tofu do not read, where the live block may stand at the top level.
+pub const LIVE_FILE: &str = "live.hcl";
+/// The local store's folder when none is named.
+pub const DEFAULT_LOCAL_PATH: &str = ".live-records";
+
+/// Where records are kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreSettings {
+    /// A local folder.
+    Local {
+        /// The folder (relative paths are taken from the root).
+        path: PathBuf,
+    },
+    /// An S3 bucket.
+    S3(S3Settings),
+}
+
+/// A root's live settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveConfig {
+    /// The estate.
+    pub estate: EstateName,
+    /// The record store.
+    pub store: StoreSettings,
+    /// `file:line` of the block.
+    pub source: String,
+}
+
+struct Located<'a> {
+    block: &'a Block,
+    file: String,
+    text: &'a str,
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).map_or(1, |t| t.matches('\n').count() + 1)
+}
+
+fn at(file: &str, text: &str, span: Option<std::ops::Range<usize>>) -> String {
+    match span {
+        Some(r) => format!("{file}:{}", line_of(text, r.start)),
+        None => file.to_string(),
+    }
+}
+
+fn parse_file(path: &Path, text: &str) -> Result<Body, ConfigError> {
+    parser::parse_body(text).map_err(|e| ConfigError::Parse {
+        file: path.display().to_string(),
+        message: format!(
+            "line {}, column {}: {}",
+            e.location().line(),
+            e.location().column(),
+            e.message()
+        ),
+    })
+}
+
+fn read(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+impl LiveConfig {
+    /// Find and read the live block of the root at `root`.
+    pub fn load(root: &Path) -> Result<LiveConfig, ConfigError> {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(root)
+            .map_err(|source| ConfigError::Read {
+                path: root.to_path_buf(),
+                source,
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "tf") && p.is_file())
+            .collect();
+        files.sort();
+        let live_file = root.join(LIVE_FILE);
+        let mut texts = Vec::new();
+        for path in files {
+            let text = read(&path)?;
+            texts.push((path, text, false));
+        }
+        if live_file.is_file() {
+            let text = read(&live_file)?;
+            texts.push((live_file, text, true));
+        }
+        let mut bodies = Vec::new();
+        for (path, text, top) in &texts {
+            bodies.push((path, text.as_str(), parse_file(path, text)?, *top));
+        }
+        let mut found: Vec<Located> = Vec::new();
+        for (path, text, body, top) in &bodies {
+            let file = path.display().to_string();
+            if *top {
+                for block in body.get_blocks("live") {
+                    found.push(Located {
+                        block,
+                        file: file.clone(),
+                        text,
+                    });
+                }
+            } else {
+                for tf in body.get_blocks("terraform") {
+                    for block in tf.body.get_blocks("live") {
+                        found.push(Located {
+                            block,
+                            file: file.clone(),
+                            text,
+                        });
+                    }
+                }
+            }
+        }
+        match found.as_slice() {
+            [] => Err(ConfigError::NoLiveBlock {
+                root: root.to_path_buf(),
+            }),
+            [one] => interpret(one, root),
+            [a, b, ..] => Err(ConfigError::TwoLiveBlocks {
+                first: at(&a.file, a.text, a.block.span()),
+                second: at(&b.file, b.text, b.block.span()),
+            }),
+        }
+    }
+
+    /// The local store's folder, made absolute against `root`.
+    pub fn local_path(&self, root: &Path) -> Option<PathBuf> {
+        match &self.store {
+            StoreSettings::Local { path } if path.is_absolute() => Some(path.clone()),
+            StoreSettings::Local { path } => Some(root.join(path)),
+            StoreSettings::S3(_) => None,
+        }
+    }
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Ctx<'_> {
+    fn invalid(&self, span: Option<std::ops::Range<usize>>, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            at: at(self.file, self.text, span),
+            message,
+        }
+    }
+
+    fn string(&self, body: &Body, name: &str, what: &str) -> Result<Option<String>, ConfigError> {
+        let Some(attr) = body.get_attribute(name) else {
+            return Ok(None);
+        };
+        match &attr.value {
+            Expression::String(s) => Ok(Some(s.value().to_string())),
+            _ => Err(self.invalid(
+                attr.span(),
+                format!("{what} `{name}` must be a plain string literal"),
+            )),
+        }
+    }
+
+    fn boolean(&self, body: &Body, name: &str, what: &str) -> Result<Option<bool>, ConfigError> {
+        let Some(attr) = body.get_attribute(name) else {
+            return Ok(None);
+        };
+        match &attr.value {
+            Expression::Bool(b) => Ok(Some(*b.value())),
+            _ => Err(self.invalid(attr.span(), format!("{what} `{name}` must be true or false"))),
+        }
+    }
+
+    fn only(&self, body: &Body, allowed: &[&str], what: &str) -> Result<(), ConfigError> {
+        for attr in body.attributes() {
+            let key = attr.key.as_str();
+            if !allowed.contains(&key) {
+                return Err(self.invalid(
+                    attr.span(),
+                    format!(
+                        "{what} has no setting `{key}`; it takes: {}",
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
+    let ctx = Ctx {
+        file: &found.file,
+        text: found.text,
+    };
+    let body = &found.block.body;
+    let source = at(&found.file, found.text, found.block.span());
+    ctx.only(body, &["estate"], "the live block")?;
+    let estate = match ctx.string(body, "estate", "the live block's")? {
+        Some(name) => EstateName::parse(&name).map_err(|m| {
+            ctx.invalid(body.get_attribute("estate").and_then(|a| a.span()), m)
+        })?,
+        None => {
+            return Err(ctx.invalid(
+                found.block.span(),
+                "the live block has no `estate`; add e.g. estate = \"prod-eu\"".into(),
+            ));
+        }
+    };
+    for block in body.blocks() {
+        if block.ident.as_str() != "record_store" {
+            return Err(ctx.invalid(
+                block.span(),
+                format!(
+                    "unknown block `{}` in the live block; it takes one record_store block",
+                    block.ident.as_str()
+                ),
+            ));
+        }
+    }
+    let stores: Vec<&Block> = body.get_blocks("record_store").collect();
+    let store = match stores.as_slice() {
+        [] => StoreSettings::Local {
+            path: PathBuf::from(DEFAULT_LOCAL_PATH),
+        },
+        [one] => store_settings(&ctx, one)?,
+        [_, second, ..] => {
+            return Err(ctx.invalid(
+                second.span(),
+                "a second record_store block; the live block takes exactly one".into(),
+            ));
+        }
+    };
+    let _ = root;
+    Ok(LiveConfig {
+        estate,
+        store,
+        source,
+    })
+}
+
+fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError> {
+    let kind = match block.labels.as_slice() {
+        [BlockLabel::String(s)] => s.value().to_string(),
+        [BlockLabel::Ident(i)] => i.as_str().to_string(),
+        _ => {
+            return Err(ctx.invalid(
+                block.span(),
+                "record_store takes one label, the kind: record_store \"s3\" { ... } or record_store \"local\" { ... }"
+                    .into(),
+            ));
+        }
+    };
+    let body = &block.body;
+    if let Some(inner) = body.blocks().next() {
+        return Err(ctx.invalid(
+            inner.span(),
+            format!("record_store takes no block `{}`", inner.ident.as_str()),
+        ));
+    }
+    match kind.as_str() {
+        "local" => {
+            ctx.only(body, &["path"], "record_store \"local\"")?;
+            let path = ctx
+                .string(body, "path", "record_store \"local\"")?
+                .unwrap_or_else(|| DEFAULT_LOCAL_PATH.into());
+            if path.is_empty() {
+                return Err(ctx.invalid(block.span(), "record_store \"local\": `path` is empty".into()));
+            }
+            Ok(StoreSettings::Local {
+                path: PathBuf::from(path),
+            })
+        }
+        "s3" => {
+            let what = "record_store \"s3\"";
+            ctx.only(
+                body,
+                &["bucket", "region", "endpoint", "use_path_style", "kms_key_id"],
+                what,
+            )?;
+            let bucket = ctx.string(body, "bucket", what)?.filter(|b| !b.is_empty());
+            let Some(bucket) = bucket else {
+                return Err(ctx.invalid(
+                    block.span(),
+                    "record_store \"s3\" has no `bucket`; add bucket = \"my-records-bucket\"".into(),
+                ));
+            };
+            Ok(StoreSettings::S3(S3Settings {
+                bucket,
+                region: ctx.string(body, "region", what)?,
+                endpoint: ctx.string(body, "endpoint", what)?,
+                use_path_style: ctx.boolean(body, "use_path_style", what)?,
+                kms_key_id: ctx.string(body, "kms_key_id", what)?,
+            }))
+        }
+        other => Err(ctx.invalid(
+            block.span(),
+            format!("unknown record store kind {other:?}; the kinds are \"local\" and \"s3\""),
+        )),
+    }
+}

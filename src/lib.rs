@@ -1,0 +1,16 @@
+//! choudoufu-live: one record per resource, every write conditional, no state lock.
+//!
+//! The engine (`store`, `record`, `state`, `session`) knows nothing of gRPC or
+//! HTTP; the front doors translate their protocol and call it.
+
+pub mod address;
+pub mod config;
+pub mod digest;
+pub mod error;
+pub mod layout;
+pub mod program;
+pub mod record;
+pub mod session;
+pub mod state;
+pub mod store;
+pub mod cli;

@@ -1,0 +1,589 @@
+//! A session: one run's view of an estate: the base it read, and conditional writes of what changed.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use futures::stream;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::sync::Mutex;
+
+use crate::error::{CorruptRecord, RecordConflict, RecordConflictError, SessionError};
+use crate::layout::{KeyKind, Layout};
+use crate::program::{ProgramStamp, now_rfc3339};
+use crate::record::{ESTATE_FORMAT, EstateMeta, RECORD_FORMAT, Record, RecordKind, Writer};
+use crate::state::{self, Header, Item, compare_versions};
+use crate::store::{self, DynStore, Version, WriteOutcome};
+
+/// How many store calls a session makes at once by default.
+pub const DEFAULT_PARALLEL: usize = 32;
+/// The terraform version an assembled state names when no record says.
+pub const FALLBACK_TERRAFORM_VERSION: &str = "1.0.0";
+
+/// What a run is: its ID and the program it applies.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    /// A unique ID for this run.
+    pub run_id: String,
+    /// The program stamp of the configuration.
+    pub program: ProgramStamp,
+}
+
+impl RunInfo {
+    /// A new run with a fresh ID.
+    pub fn new(program: ProgramStamp) -> Self {
+        RunInfo {
+            run_id: uuid::Uuid::new_v4().to_string(),
+            program,
+        }
+    }
+}
+
+/// One record as the session read it.
+#[derive(Clone, Debug)]
+pub struct BaseEntry {
+    /// The version read.
+    pub version: Version,
+    /// Digest of its content.
+    pub digest: String,
+    /// The record.
+    pub record: Record,
+}
+
+/// What a session knows of the estate: the meta record and every record, by key.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// The estate's meta record and its version, once it exists.
+    pub estate: Option<(EstateMeta, Version)>,
+    /// Every record by key.
+    pub records: BTreeMap<String, BaseEntry>,
+}
+
+/// What one write of a state document did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WriteReport {
+    /// Addresses created.
+    pub created: Vec<String>,
+    /// Addresses updated.
+    pub updated: Vec<String>,
+    /// Addresses deleted.
+    pub deleted: Vec<String>,
+    /// How many records were already as the document says.
+    pub unchanged: usize,
+    /// Deletes that found the record already gone.
+    pub already_gone: Vec<String>,
+    /// Records another run changed after this run read them; nothing of these was written.
+    #[serde(skip)]
+    pub conflicts: Vec<RecordConflict>,
+}
+
+impl WriteReport {
+    /// How many records landed.
+    pub fn landed(&self) -> usize {
+        self.created.len() + self.updated.len() + self.deleted.len()
+    }
+
+    /// The report, or the named conflicts when there were any.
+    pub fn into_result(self) -> Result<WriteReport, RecordConflictError> {
+        if self.conflicts.is_empty() {
+            Ok(self)
+        } else {
+            Err(RecordConflictError {
+                landed: self.landed(),
+                conflicts: self.conflicts,
+            })
+        }
+    }
+
+    fn absorb(&mut self, other: WriteReport) {
+        self.created.extend(other.created);
+        self.updated.extend(other.updated);
+        self.deleted.extend(other.deleted);
+        self.unchanged += other.unchanged;
+        self.already_gone.extend(other.already_gone);
+        self.conflicts.extend(other.conflicts);
+    }
+}
+
+/// The lineage an estate has before any run wrote it: the same for every first run.
+pub fn initial_lineage(layout: &Layout) -> String {
+    uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_URL,
+        format!("choudoufu-live:estate:{}", layout.estate()).as_bytes(),
+    )
+    .to_string()
+}
+
+enum Op {
+    Put {
+        key: String,
+        record: Record,
+        digest: String,
+        expected: Option<Version>,
+    },
+    Delete {
+        key: String,
+        address: String,
+        expected: Version,
+    },
+}
+
+enum Done {
+    Put {
+        key: String,
+        entry: Option<BaseEntry>,
+        created: bool,
+        conflict: Option<RecordConflict>,
+    },
+    Delete {
+        key: String,
+        address: String,
+        gone: bool,
+        conflict: Option<RecordConflict>,
+    },
+}
+
+/// One run's session on an estate.
+#[derive(Debug)]
+pub struct Session {
+    store: DynStore,
+    layout: Layout,
+    run: RunInfo,
+    parallel: usize,
+    base: Mutex<Snapshot>,
+}
+
+impl Session {
+    /// A session that has read nothing yet.
+    pub fn new(store: DynStore, layout: Layout, run: RunInfo) -> Self {
+        Session {
+            store,
+            layout,
+            run,
+            parallel: DEFAULT_PARALLEL,
+            base: Mutex::new(Snapshot::default()),
+        }
+    }
+
+    /// Open a session and read the estate.
+    pub async fn open(store: DynStore, layout: Layout, run: RunInfo) -> Result<Self, SessionError> {
+        let session = Session::new(store, layout, run);
+        session.refresh().await?;
+        Ok(session)
+    }
+
+    /// The same session making at most `parallel` store calls at once.
+    pub fn with_parallel(mut self, parallel: usize) -> Self {
+        self.parallel = parallel.max(1);
+        self
+    }
+
+    /// The estate's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The run.
+    pub fn run(&self) -> &RunInfo {
+        &self.run
+    }
+
+    /// The store.
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+
+    /// Read the whole estate again and make it the base.
+    pub async fn refresh(&self) -> Result<(), SessionError> {
+        let snapshot = read_snapshot(&self.store, &self.layout, self.parallel).await?;
+        *self.base.lock().await = snapshot;
+        Ok(())
+    }
+
+    /// A copy of the base.
+    pub async fn snapshot(&self) -> Snapshot {
+        self.base.lock().await.clone()
+    }
+
+    /// The state document assembled from the base.
+    pub async fn state_document(&self) -> Vec<u8> {
+        let base = self.base.lock().await;
+        document_of(&self.layout, &base)
+    }
+
+    /// Write `doc` as conditional record writes of what differs from the base.
+    ///
+    /// Unchanged records are not written; changed ones are updated against the version
+    /// read, new ones created, gone ones deleted. Every record gets its try; conflicts are
+    /// gathered in the report, and the base advances only for what landed.
+    pub async fn write_state(&self, doc: &[u8]) -> Result<WriteReport, SessionError> {
+        let split = state::parse(doc)?;
+        let mut base = self.base.lock().await;
+        let writer = Writer {
+            run_id: self.run.run_id.clone(),
+            written_at: now_rfc3339(),
+            terraform_version: Some(split.terraform_version.clone()).filter(|v| !v.is_empty()),
+        };
+        let mut wanted: BTreeMap<String, Record> = BTreeMap::new();
+        for item in split.items {
+            let record = self.record_of(item, &writer);
+            let key = match record.kind {
+                RecordKind::Resource => self.layout.resource_key(&record.address),
+                RecordKind::Output => self.layout.output_key(&record.address),
+            };
+            wanted.insert(key, record);
+        }
+        let mut report = WriteReport::default();
+        let mut ops = Vec::new();
+        for (key, record) in wanted.iter() {
+            let digest = record.content_digest();
+            match base.records.get(key) {
+                Some(entry) if entry.digest == digest => report.unchanged += 1,
+                Some(entry) => ops.push(Op::Put {
+                    key: key.clone(),
+                    record: record.clone(),
+                    digest,
+                    expected: Some(entry.version.clone()),
+                }),
+                None => ops.push(Op::Put {
+                    key: key.clone(),
+                    record: record.clone(),
+                    digest,
+                    expected: None,
+                }),
+            }
+        }
+        for (key, entry) in base.records.iter() {
+            if !wanted.contains_key(key) {
+                ops.push(Op::Delete {
+                    key: key.clone(),
+                    address: entry.record.address.clone(),
+                    expected: entry.version.clone(),
+                });
+            }
+        }
+        if ops.is_empty() {
+            return Ok(report);
+        }
+        if base.estate.is_none() {
+            base.estate = Some(self.ensure_estate(&split.lineage).await?);
+        }
+        let results: Vec<Result<Done, SessionError>> = stream::iter(ops)
+            .map(|op| self.apply(op))
+            .buffer_unordered(self.parallel)
+            .collect()
+            .await;
+        let mut first_error = None;
+        for result in results {
+            match result {
+                Ok(done) => report.absorb(advance(&mut base, done)),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        for list in [
+            &mut report.created,
+            &mut report.updated,
+            &mut report.deleted,
+            &mut report.already_gone,
+        ] {
+            list.sort();
+        }
+        report.conflicts.sort_by(|a, b| a.address.cmp(&b.address));
+        Ok(report)
+    }
+
+    fn record_of(&self, item: Item, writer: &Writer) -> Record {
+        let (kind, address, resource, instance, output) = match item {
+            Item::Resource {
+                address,
+                meta,
+                instance,
+            } => (RecordKind::Resource, address, Some(meta), Some(instance), None),
+            Item::Output { name, output } => (RecordKind::Output, name, None, None, Some(output)),
+        };
+        Record {
+            format: RECORD_FORMAT.into(),
+            estate: self.layout.estate().to_string(),
+            kind,
+            address,
+            resource,
+            instance,
+            output,
+            program: self.run.program.clone(),
+            writer: writer.clone(),
+        }
+    }
+
+    async fn ensure_estate(&self, lineage: &str) -> Result<(EstateMeta, Version), SessionError> {
+        let key = self.layout.estate_key();
+        let meta = EstateMeta {
+            format: ESTATE_FORMAT.into(),
+            estate: self.layout.estate().to_string(),
+            lineage: if lineage.is_empty() {
+                initial_lineage(&self.layout)
+            } else {
+                lineage.to_string()
+            },
+            created_at: now_rfc3339(),
+            created_by: self.run.program.clone(),
+        };
+        let bytes = meta.encode();
+        match store::put_conditional(self.store.as_ref(), &key, &bytes, None).await? {
+            WriteOutcome::Written(Some(v)) => Ok((meta, v)),
+            _ => match self.store.get(&key).await? {
+                Some(stored) => Ok((
+                    EstateMeta::decode(&key, &stored.bytes, &self.layout)?,
+                    stored.version,
+                )),
+                None => Err(CorruptRecord {
+                    key,
+                    reason: "the estate record vanished while it was being created".into(),
+                }
+                .into()),
+            },
+        }
+    }
+
+    async fn apply(&self, op: Op) -> Result<Done, SessionError> {
+        match op {
+            Op::Put {
+                key,
+                record,
+                digest,
+                expected,
+            } => {
+                let bytes = record.encode();
+                let created = expected.is_none();
+                let outcome =
+                    store::put_conditional(self.store.as_ref(), &key, &bytes, expected.as_ref())
+                        .await?;
+                Ok(match outcome {
+                    WriteOutcome::Written(Some(version)) => Done::Put {
+                        key,
+                        entry: Some(BaseEntry {
+                            version,
+                            digest,
+                            record,
+                        }),
+                        created,
+                        conflict: None,
+                    },
+                    WriteOutcome::Written(None) => Done::Put {
+                        key,
+                        entry: None,
+                        created,
+                        conflict: None,
+                    },
+                    WriteOutcome::Conflict(c) => Done::Put {
+                        key,
+                        entry: None,
+                        created,
+                        conflict: Some(RecordConflict {
+                            address: record.address,
+                            op: if created { "create" } else { "update" },
+                            expected: c.expected,
+                            stored: c.found,
+                        }),
+                    },
+                })
+            }
+            Op::Delete {
+                key,
+                address,
+                expected,
+            } => {
+                let outcome = self.store.delete(&key, &expected).await?;
+                Ok(match outcome {
+                    WriteOutcome::Written(_) => Done::Delete {
+                        key,
+                        address,
+                        gone: false,
+                        conflict: None,
+                    },
+                    WriteOutcome::Conflict(c) if c.found.is_none() => Done::Delete {
+                        key,
+                        address,
+                        gone: true,
+                        conflict: None,
+                    },
+                    WriteOutcome::Conflict(c) => Done::Delete {
+                        key,
+                        address: address.clone(),
+                        gone: false,
+                        conflict: Some(RecordConflict {
+                            address,
+                            op: "delete",
+                            expected: c.expected,
+                            stored: c.found,
+                        }),
+                    },
+                })
+            }
+        }
+    }
+}
+
+/// Advance the base for one finished write and say what it did.
+fn advance(base: &mut Snapshot, done: Done) -> WriteReport {
+    let mut report = WriteReport::default();
+    match done {
+        Done::Put {
+            conflict: Some(c), ..
+        }
+        | Done::Delete {
+            conflict: Some(c), ..
+        } => report.conflicts.push(c),
+        Done::Put {
+            key,
+            entry,
+            created,
+            conflict: None,
+        } => {
+            if let Some(entry) = entry {
+                let address = entry.record.address.clone();
+                base.records.insert(key, entry);
+                if created {
+                    report.created.push(address);
+                } else {
+                    report.updated.push(address);
+                }
+            }
+        }
+        Done::Delete {
+            key,
+            address,
+            gone,
+            conflict: None,
+        } => {
+            base.records.remove(&key);
+            if gone {
+                report.already_gone.push(address);
+            } else {
+                report.deleted.push(address);
+            }
+        }
+    }
+    report
+}
+
+/// Read every record of an estate, `parallel` gets at a time.
+pub async fn read_snapshot(
+    store: &DynStore,
+    layout: &Layout,
+    parallel: usize,
+) -> Result<Snapshot, SessionError> {
+    let listed = store::list_all(store.as_ref(), &layout.prefix()).await?;
+    let mut wanted = Vec::new();
+    for item in listed {
+        match layout.classify(&item.key) {
+            Some(KeyKind::Unknown) | None => {
+                tracing::warn!(key = %item.key, "ignoring a key this layout does not write");
+            }
+            Some(kind) => wanted.push((item.key, kind)),
+        }
+    }
+    let fetched: Vec<Result<_, SessionError>> = stream::iter(wanted)
+        .map(|(key, kind)| {
+            let store = Arc::clone(store);
+            async move {
+                let stored = store.get(&key).await?;
+                Ok((key, kind, stored))
+            }
+        })
+        .buffer_unordered(parallel.max(1))
+        .collect()
+        .await;
+    let mut snapshot = Snapshot::default();
+    for result in fetched {
+        let (key, kind, stored) = result?;
+        let Some(stored) = stored else { continue };
+        match kind {
+            KeyKind::Estate => {
+                let meta = EstateMeta::decode(&key, &stored.bytes, layout)?;
+                snapshot.estate = Some((meta, stored.version));
+            }
+            _ => {
+                let record = Record::decode(&key, &stored.bytes, layout)?;
+                snapshot.records.insert(
+                    key,
+                    BaseEntry {
+                        version: stored.version,
+                        digest: record.content_digest(),
+                        record,
+                    },
+                );
+            }
+        }
+    }
+    Ok(snapshot)
+}
+
+/// The serial of a snapshot: a digest of its lineage and every record version, never zero.
+pub fn serial_of(lineage: &str, snapshot: &Snapshot) -> u64 {
+    let mut h = Sha256::new();
+    h.update(lineage.as_bytes());
+    for (key, entry) in &snapshot.records {
+        h.update([0]);
+        h.update(key.as_bytes());
+        h.update([0]);
+        h.update(entry.version.token.as_bytes());
+    }
+    let d = h.finalize();
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&d[..8]);
+    (u64::from_be_bytes(n) & ((1 << 52) - 1)) + 1
+}
+
+/// The state document of a snapshot.
+pub fn document_of(layout: &Layout, snapshot: &Snapshot) -> Vec<u8> {
+    let lineage = snapshot
+        .estate
+        .as_ref()
+        .map(|(m, _)| m.lineage.clone())
+        .unwrap_or_else(|| initial_lineage(layout));
+    let terraform_version = snapshot
+        .records
+        .values()
+        .filter_map(|e| e.record.writer.terraform_version.clone())
+        .min_by(|a, b| compare_versions(a, b))
+        .unwrap_or_else(|| FALLBACK_TERRAFORM_VERSION.into());
+    let items: Vec<Item> = snapshot
+        .records
+        .values()
+        .map(|e| item_of(&e.record))
+        .collect();
+    let header = Header {
+        serial: serial_of(&lineage, snapshot),
+        lineage,
+        terraform_version,
+    };
+    state::assemble_bytes(&header, &items)
+}
+
+/// The state item a record holds.
+pub fn item_of(record: &Record) -> Item {
+    match record.kind {
+        RecordKind::Resource => Item::Resource {
+            address: record.address.clone(),
+            meta: record.resource.clone().unwrap_or_else(|| crate::record::ResourceMeta {
+                module: None,
+                mode: String::new(),
+                type_name: String::new(),
+                name: String::new(),
+                each: None,
+                provider: String::new(),
+            }),
+            instance: record.instance.clone().unwrap_or_default(),
+        },
+        RecordKind::Output => Item::Output {
+            name: record.address.clone(),
+            output: record.output.clone().unwrap_or_default(),
+        },
+    }
+}

@@ -1,0 +1,395 @@
+//! The local record store: one file per record under a folder, each write under a short-lived lock file.
+//!
+//! A write takes `.lock.<name>` beside the record with `create_new` and holds an
+//! advisory `flock` on it for that one write, then writes a temp file, fsyncs it
+//! and renames it over the record. A lock file left by a writer that died is
+//! broken by the next writer: the kernel drops a dead holder's `flock`, so a lock
+//! file nobody holds whose writer process is gone (or that is older than
+//! [`STALE_AFTER`]) is removed. Versions are SHA-256 digests of the record bytes.
+
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+
+use super::{Conflict, Listed, Page, RecordStore, Stored, Version, WriteOutcome};
+use crate::digest::sha256_hex;
+use crate::error::StoreError;
+
+/// A lock file nobody holds is stale once it is this old, even if its writer's pid is alive.
+pub const STALE_AFTER: Duration = Duration::from_secs(30);
+/// How long a fresh lock file may stay empty and unheld while its creator takes it.
+const CREATE_GRACE: Duration = Duration::from_secs(2);
+/// How long a writer waits for a live holder before giving up.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+/// Keys per listing page.
+const PAGE_SIZE: usize = 1000;
+
+/// Records in a local folder.
+#[derive(Debug, Clone)]
+pub struct LocalStore {
+    root: PathBuf,
+    page_size: usize,
+}
+
+impl LocalStore {
+    /// A store rooted at `root` (created on first write).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        LocalStore {
+            root: root.into(),
+            page_size: PAGE_SIZE,
+        }
+    }
+
+    /// The same store with another listing page size (for tests of paging).
+    pub fn with_page_size(mut self, page_size: usize) -> Self {
+        self.page_size = page_size.max(1);
+        self
+    }
+
+    fn path_of(&self, key: &str) -> Result<PathBuf, StoreError> {
+        let bad = |reason| StoreError::BadKey {
+            key: key.to_string(),
+            reason,
+        };
+        if key.is_empty() || key.starts_with('/') || key.contains('\0') {
+            return Err(bad("empty, absolute or containing NUL"));
+        }
+        let mut path = self.root.clone();
+        for seg in key.split('/') {
+            if seg.is_empty() || seg == "." || seg == ".." || seg.starts_with('.') {
+                return Err(bad("a segment is empty, `.`, `..` or hidden"));
+            }
+            path.push(seg);
+        }
+        Ok(path)
+    }
+
+    async fn blocking<T: Send + 'static>(
+        f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        tokio::task::spawn_blocking(f)
+            .await
+            .map_err(|e| StoreError::Io {
+                op: "join",
+                path: PathBuf::new(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+    }
+}
+
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
+    move |source| StoreError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn version_of(bytes: &[u8]) -> Version {
+    Version::new(format!("sha256:{}", sha256_hex(bytes)))
+}
+
+fn read_record(path: &Path) -> Result<Option<Stored>, StoreError> {
+    match fs::read(path) {
+        Ok(bytes) => {
+            let version = version_of(&bytes);
+            Ok(Some(Stored { bytes, version }))
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io("read", path)(e)),
+    }
+}
+
+fn sibling(path: &Path, prefix: &str, suffix: &str) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!("{prefix}{name}{suffix}"))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync folder", dir))
+}
+
+fn same_inode(file: &File, path: &Path) -> bool {
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.ino() == b.ino() && a.dev() == b.dev(),
+        _ => false,
+    }
+}
+
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A held record lock: the lock file, removed on drop while still held.
+struct LockGuard {
+    path: PathBuf,
+    _file: File,
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        // Removing a lock file we hold cannot race: others wait for our flock first.
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+fn holder_of(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_default().trim().to_string()
+}
+
+fn acquire(lock: &Path) -> Result<LockGuard, StoreError> {
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match OpenOptions::new().write(true).create_new(true).open(lock) {
+            Ok(mut file) => {
+                file.lock().map_err(io("lock", lock))?;
+                if !same_inode(&file, lock) {
+                    // A breaker removed it before we held it: try again.
+                    continue;
+                }
+                let since = SystemTime::now()
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                let _ = writeln!(file, "pid={} since={since}", std::process::id());
+                return Ok(LockGuard {
+                    path: lock.to_path_buf(),
+                    _file: file,
+                });
+            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                break_if_stale(lock)?;
+                if started.elapsed() > LOCK_WAIT {
+                    return Err(StoreError::LockBusy {
+                        path: lock.to_path_buf(),
+                        holder: holder_of(lock),
+                        waited_secs: LOCK_WAIT.as_secs(),
+                    });
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                if let Some(dir) = lock.parent() {
+                    fs::create_dir_all(dir).map_err(io("create folder", dir))?;
+                }
+            }
+            Err(e) => return Err(io("create lock", lock)(e)),
+        }
+    }
+}
+
+/// Remove `lock` if no live writer holds it; leave it otherwise.
+fn break_if_stale(lock: &Path) -> Result<(), StoreError> {
+    let mut file = match File::open(lock) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io("open lock", lock)(e)),
+    };
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => return Ok(()),
+        Err(TryLockError::Error(e)) => return Err(io("lock", lock)(e)),
+    }
+    if !same_inode(&file, lock) {
+        return Ok(());
+    }
+    let age = file
+        .metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|m| m.elapsed().ok())
+        .unwrap_or_default();
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    let pid = text
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("pid="))
+        .and_then(|p| p.parse::<u32>().ok());
+    let stale = match pid {
+        Some(pid) => !pid_alive(pid) || age > STALE_AFTER,
+        None => age > CREATE_GRACE,
+    };
+    if stale {
+        tracing::warn!(lock = %lock.display(), holder = %text.trim(), "breaking a stale record lock file");
+        match fs::remove_file(lock) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(io("remove stale lock", lock)(e)),
+        }
+    }
+    Ok(())
+}
+
+/// Write `bytes` to `path` atomically: temp file, fsync, rename, fsync folder.
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = sibling(path, ".tmp.", &format!(".{}", uuid::Uuid::new_v4().simple()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(io("create temp", &tmp))?;
+        f.write_all(bytes).map_err(io("write temp", &tmp))?;
+        f.sync_all().map_err(io("fsync temp", &tmp))?;
+        fs::rename(&tmp, path).map_err(io("rename", path))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result?;
+    match path.parent() {
+        Some(dir) => sync_dir(dir),
+        None => Ok(()),
+    }
+}
+
+enum Want {
+    Absent,
+    Version(Version),
+}
+
+fn conditional(path: &Path, want: Want, new: Option<&[u8]>) -> Result<WriteOutcome, StoreError> {
+    let lock = sibling(path, ".lock.", "");
+    let _guard = acquire(&lock)?;
+    let current = read_record(path)?.map(|s| s.version);
+    let (ok, expected) = match &want {
+        Want::Absent => (current.is_none(), None),
+        Want::Version(v) => (current.as_ref() == Some(v), Some(v.clone())),
+    };
+    if !ok {
+        return Ok(WriteOutcome::Conflict(Conflict {
+            expected,
+            found: current,
+        }));
+    }
+    match new {
+        Some(bytes) => {
+            replace_file(path, bytes)?;
+            Ok(WriteOutcome::Written(Some(version_of(bytes))))
+        }
+        None => {
+            fs::remove_file(path).map_err(io("delete", path))?;
+            if let Some(dir) = path.parent() {
+                sync_dir(dir)?;
+            }
+            Ok(WriteOutcome::Written(None))
+        }
+    }
+}
+
+fn walk(dir: &Path, key_prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), StoreError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io("list", dir)(e)),
+    };
+    for entry in entries {
+        let entry = entry.map_err(io("list", dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue; // lock and temp files
+        }
+        let path = entry.path();
+        let key = format!("{key_prefix}{name}");
+        let kind = entry.file_type().map_err(io("stat", &path))?;
+        if kind.is_dir() {
+            walk(&path, &format!("{key}/"), out)?;
+        } else if kind.is_file() {
+            out.push((key, path));
+        }
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl RecordStore for LocalStore {
+    fn describe(&self) -> String {
+        format!("local:{}", self.root.display())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
+        let path = self.path_of(key)?;
+        Self::blocking(move || read_record(&path)).await
+    }
+
+    async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
+        // Walk the folder that holds the prefix, then filter by the full prefix.
+        let (dir_key, _) = prefix.rsplit_once('/').unwrap_or(("", prefix));
+        let dir = if dir_key.is_empty() {
+            self.root.clone()
+        } else {
+            self.path_of(dir_key)?
+        };
+        let dir_prefix = if dir_key.is_empty() {
+            String::new()
+        } else {
+            format!("{dir_key}/")
+        };
+        let prefix = prefix.to_string();
+        let page_size = self.page_size;
+        Self::blocking(move || {
+            let mut found = Vec::new();
+            walk(&dir, &dir_prefix, &mut found)?;
+            found.retain(|(k, _)| k.starts_with(&prefix));
+            found.sort();
+            let start = match &token {
+                Some(after) => found.partition_point(|(k, _)| k.as_str() <= after.as_str()),
+                None => 0,
+            };
+            let mut items = Vec::new();
+            for (key, path) in found.iter().skip(start) {
+                if items.len() == page_size {
+                    break;
+                }
+                // A record deleted since the walk is simply not listed.
+                if let Some(stored) = read_record(path)? {
+                    items.push(Listed {
+                        key: key.clone(),
+                        version: stored.version,
+                    });
+                }
+            }
+            let next = match (items.last(), found.len() > start + items.len()) {
+                (Some(last), true) => Some(last.key.clone()),
+                _ => None,
+            };
+            Ok(Page { items, next })
+        })
+        .await
+    }
+
+    async fn create(&self, key: &str, bytes: &[u8]) -> Result<WriteOutcome, StoreError> {
+        let path = self.path_of(key)?;
+        let bytes = bytes.to_vec();
+        Self::blocking(move || conditional(&path, Want::Absent, Some(&bytes))).await
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: &Version,
+    ) -> Result<WriteOutcome, StoreError> {
+        let path = self.path_of(key)?;
+        let bytes = bytes.to_vec();
+        let want = Want::Version(expected.clone());
+        Self::blocking(move || conditional(&path, want, Some(&bytes))).await
+    }
+
+    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome, StoreError> {
+        let path = self.path_of(key)?;
+        let want = Want::Version(expected.clone());
+        Self::blocking(move || conditional(&path, want, None)).await
+    }
+}

@@ -1,0 +1,306 @@
+//! The S3 record store: `PutObject` with `If-None-Match: *` / `If-Match`, `DeleteObject` with `If-Match`.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::{Region, RequestChecksumCalculation, ResponseChecksumValidation};
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ServerSideEncryption;
+
+use super::{Conflict, Listed, Page, RecordStore, Stored, Version, WriteOutcome};
+use crate::error::StoreError;
+
+/// How often a write answered 409 `ConditionalRequestConflict` is tried again.
+const CONFLICT_RETRIES: u32 = 6;
+
+/// Settings of an S3 (or S3-compatible) record store.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct S3Settings {
+    /// The bucket.
+    pub bucket: String,
+    /// The region; the standard chain's region, else `us-east-1`.
+    pub region: Option<String>,
+    /// A custom endpoint for S3-compatible stores.
+    pub endpoint: Option<String>,
+    /// Path-style addressing; defaults to true when an endpoint is set.
+    pub use_path_style: Option<bool>,
+    /// A KMS key for server-side encryption.
+    pub kms_key_id: Option<String>,
+}
+
+/// Records in an S3 bucket.
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    client: Client,
+    bucket: String,
+    kms_key_id: Option<String>,
+    page_size: i32,
+}
+
+impl S3Store {
+    /// A store on the bucket in `settings`, with credentials from the standard chain.
+    pub async fn connect(settings: &S3Settings) -> Self {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(region) = &settings.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        let shared = loader.load().await;
+        let mut builder = aws_sdk_s3::config::Builder::from(&shared)
+            .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
+            .response_checksum_validation(ResponseChecksumValidation::WhenRequired);
+        if shared.region().is_none() {
+            builder = builder.region(Region::new("us-east-1"));
+        }
+        if let Some(endpoint) = &settings.endpoint {
+            builder = builder.endpoint_url(endpoint);
+        }
+        let path_style = settings
+            .use_path_style
+            .unwrap_or(settings.endpoint.is_some());
+        builder = builder.force_path_style(path_style);
+        S3Store {
+            client: Client::from_conf(builder.build()),
+            bucket: settings.bucket.clone(),
+            kms_key_id: settings.kms_key_id.clone(),
+            page_size: 1000,
+        }
+    }
+
+    /// The same store with another listing page size (at most 1000).
+    pub fn with_page_size(mut self, page_size: i32) -> Self {
+        self.page_size = page_size.clamp(1, 1000);
+        self
+    }
+
+    /// The SDK client, for bucket administration.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The bucket name.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    fn fail<E>(&self, op: &'static str, key: &str, err: &SdkError<E>) -> StoreError
+    where
+        E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
+    {
+        StoreError::Backend {
+            store: self.describe(),
+            op,
+            key: key.to_string(),
+            message: format!("{}", DisplayErrorContext(err)),
+        }
+    }
+
+    async fn head_version(&self, key: &str) -> Result<Option<Version>, StoreError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.e_tag.map(|t| Version {
+                token: t,
+                version_id: out.version_id,
+            })),
+            Err(e) if status(&e) == Some(404) => Ok(None),
+            Err(e) => Err(self.fail("head", key, &e)),
+        }
+    }
+
+    async fn put(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: Option<&Version>,
+    ) -> Result<WriteOutcome, StoreError> {
+        let op = if expected.is_some() { "update" } else { "create" };
+        let mut attempt = 0;
+        loop {
+            let mut req = self
+                .client
+                .put_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .content_type("application/json")
+                .body(ByteStream::from(bytes.to_vec()));
+            if let Some(estate) = estate_of(key) {
+                req = req.tagging(format!("tofu-estate={}", urlencode(estate)));
+            }
+            if let Some(kms) = &self.kms_key_id {
+                req = req
+                    .server_side_encryption(ServerSideEncryption::AwsKms)
+                    .ssekms_key_id(kms);
+            }
+            req = match expected {
+                None => req.if_none_match("*"),
+                Some(v) => req.if_match(&v.token),
+            };
+            match req.send().await {
+                Ok(out) => {
+                    let version = match out.e_tag {
+                        Some(token) => Some(Version {
+                            token,
+                            version_id: out.version_id,
+                        }),
+                        None => self.head_version(key).await?,
+                    };
+                    return Ok(WriteOutcome::Written(version));
+                }
+                Err(e) => match status(&e) {
+                    Some(412) | Some(404) => {
+                        return Ok(WriteOutcome::Conflict(Conflict {
+                            expected: expected.cloned(),
+                            found: None,
+                        }));
+                    }
+                    Some(409) if attempt < CONFLICT_RETRIES => {
+                        attempt += 1;
+                        backoff(attempt).await;
+                    }
+                    _ => return Err(self.fail(op, key, &e)),
+                },
+            }
+        }
+    }
+}
+
+/// The estate a key belongs to: `tofu-records/<estate>/...`.
+fn estate_of(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix(crate::layout::ROOT_PREFIX)?;
+    rest.split('/').next().filter(|s| !s.is_empty())
+}
+
+fn urlencode(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+fn status<E>(err: &SdkError<E>) -> Option<u16> {
+    err.raw_response().map(|r| r.status().as_u16())
+}
+
+async fn backoff(attempt: u32) {
+    let base = 20u64 << attempt.min(6);
+    let jitter = rand::random::<u64>() % base;
+    tokio::time::sleep(Duration::from_millis(base + jitter)).await;
+}
+
+#[async_trait]
+impl RecordStore for S3Store {
+    fn describe(&self) -> String {
+        format!("s3://{}", self.bucket)
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if status(&e) == Some(404) => return Ok(None),
+            Err(e) => return Err(self.fail("get", key, &e)),
+        };
+        let token = out.e_tag.clone().unwrap_or_default();
+        let version_id = out.version_id.clone();
+        let bytes = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| StoreError::Backend {
+                store: self.describe(),
+                op: "get",
+                key: key.to_string(),
+                message: e.to_string(),
+            })?
+            .into_bytes()
+            .to_vec();
+        Ok(Some(Stored {
+            bytes,
+            version: Version { token, version_id },
+        }))
+    }
+
+    async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
+        let out = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .max_keys(self.page_size)
+            .set_continuation_token(token)
+            .send()
+            .await
+            .map_err(|e| self.fail("list", prefix, &e))?;
+        let items = out
+            .contents
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|o| {
+                Some(Listed {
+                    key: o.key?,
+                    version: Version::new(o.e_tag?),
+                })
+            })
+            .collect();
+        let next = if out.is_truncated == Some(true) {
+            out.next_continuation_token
+        } else {
+            None
+        };
+        Ok(Page { items, next })
+    }
+
+    async fn create(&self, key: &str, bytes: &[u8]) -> Result<WriteOutcome, StoreError> {
+        self.put(key, bytes, None).await
+    }
+
+    async fn update(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        expected: &Version,
+    ) -> Result<WriteOutcome, StoreError> {
+        self.put(key, bytes, Some(expected)).await
+    }
+
+    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome, StoreError> {
+        let mut attempt = 0;
+        loop {
+            let result = self
+                .client
+                .delete_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .if_match(&expected.token)
+                .send()
+                .await;
+            match result {
+                Ok(_) => return Ok(WriteOutcome::Written(None)),
+                Err(e) => match status(&e) {
+                    Some(412) | Some(404) => {
+                        let found = self.head_version(key).await?;
+                        return Ok(WriteOutcome::Conflict(Conflict {
+                            expected: Some(expected.clone()),
+                            found,
+                        }));
+                    }
+                    Some(409) if attempt < CONFLICT_RETRIES => {
+                        attempt += 1;
+                        backoff(attempt).await;
+                    }
+                    _ => return Err(self.fail("delete", key, &e)),
+                },
+            }
+        }
+    }
+}

@@ -1,0 +1,11 @@
+variable "name" {
+  type = string
+}
+
+resource "terraform_data" "inner" {
+  input = var.name
+}
+
+output "id" {
+  value = terraform_data.inner.id
+}
