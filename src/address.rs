@@ -169,7 +169,14 @@ mod tests {
     fn addresses_print_like_terraform() {
         let k = IndexKey::Str("a\"b${c}".into());
         assert_eq!(
-            instance_address(Some("module.net[0]"), "managed", "terraform_data", "x", &k, None),
+            instance_address(
+                Some("module.net[0]"),
+                "managed",
+                "terraform_data",
+                "x",
+                &k,
+                None
+            ),
             r#"module.net[0].terraform_data.x["a\"b$${c}"]"#
         );
         assert_eq!(

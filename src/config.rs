@@ -45,7 +45,8 @@ struct Located<'a> {
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
-    text.get(..offset).map_or(1, |t| t.matches('\n').count() + 1)
+    text.get(..offset)
+        .map_or(1, |t| t.matches('\n').count() + 1)
 }
 
 fn at(file: &str, text: &str, span: Option<std::ops::Range<usize>>) -> String {
@@ -77,21 +78,11 @@ fn read(path: &Path) -> Result<String, ConfigError> {
 impl LiveConfig {
     /// Find and read the live block of the root at `root`.
     pub fn load(root: &Path) -> Result<LiveConfig, ConfigError> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(root)
-            .map_err(|source| ConfigError::Read {
-                path: root.to_path_buf(),
-                source,
-            })?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "tf") && p.is_file())
-            .collect();
-        files.sort();
         let live_file = root.join(LIVE_FILE);
-        let mut texts = Vec::new();
-        for path in files {
-            let text = read(&path)?;
-            texts.push((path, text, false));
-        }
+        let mut texts: Vec<(PathBuf, String, bool)> = tf_files(root)?
+            .into_iter()
+            .map(|(p, t)| (p, t, false))
+            .collect();
         if live_file.is_file() {
             let text = read(&live_file)?;
             texts.push((live_file, text, true));
@@ -145,6 +136,77 @@ impl LiveConfig {
     }
 }
 
+/// The `.tf` files of a root, in name order, with their text.
+fn tf_files(root: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root)
+        .map_err(|source| ConfigError::Read {
+            path: root.to_path_buf(),
+            source,
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "tf") && p.is_file())
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| read(&p).map(|t| (p, t)))
+        .collect()
+}
+
+/// Check that the root declares `backend "http" {}` with no addresses, as `run` needs.
+pub fn check_http_backend(root: &Path) -> Result<(), ConfigError> {
+    let mut found = false;
+    for (path, text) in tf_files(root)? {
+        let body = parse_file(&path, &text)?;
+        let file = path.display().to_string();
+        let ctx = Ctx {
+            file: &file,
+            text: &text,
+        };
+        for tf in body.get_blocks("terraform") {
+            for backend in tf.body.get_blocks("backend") {
+                let kind = match backend.labels.first() {
+                    Some(BlockLabel::String(s)) => s.value().to_string(),
+                    Some(BlockLabel::Ident(i)) => i.as_str().to_string(),
+                    None => String::new(),
+                };
+                if kind != "http" {
+                    return Err(ctx.invalid(
+                        backend.span(),
+                        format!(
+                            "backend {kind:?}: `choudoufu-live run` serves the state itself; replace it with backend \"http\" {{}}"
+                        ),
+                    ));
+                }
+                for attr in ["address", "lock_address", "unlock_address"] {
+                    if let Some(a) = backend.body.get_attribute(attr) {
+                        return Err(ctx.invalid(
+                            a.span(),
+                            format!(
+                                "backend \"http\" sets `{attr}`; remove it: `choudoufu-live run` gives terraform the address of its own per-run server"
+                            ),
+                        ));
+                    }
+                }
+                found = true;
+            }
+            if let Some(live) = tf.body.get_blocks("live").next() {
+                return Err(ctx.invalid(
+                    live.span(),
+                    "a live block inside terraform {} is choudoufu's syntax; stock terraform and tofu reject it (\"Unsupported block type\"): move it to the top level of live.hcl".into(),
+                ));
+            }
+        }
+    }
+    if found {
+        Ok(())
+    } else {
+        Err(ConfigError::NoHttpBackend {
+            root: root.to_path_buf(),
+        })
+    }
+}
+
 struct Ctx<'a> {
     file: &'a str,
     text: &'a str,
@@ -177,7 +239,10 @@ impl Ctx<'_> {
         };
         match &attr.value {
             Expression::Bool(b) => Ok(Some(*b.value())),
-            _ => Err(self.invalid(attr.span(), format!("{what} `{name}` must be true or false"))),
+            _ => Err(self.invalid(
+                attr.span(),
+                format!("{what} `{name}` must be true or false"),
+            )),
         }
     }
 
@@ -207,9 +272,8 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
     let source = at(&found.file, found.text, found.block.span());
     ctx.only(body, &["estate"], "the live block")?;
     let estate = match ctx.string(body, "estate", "the live block's")? {
-        Some(name) => EstateName::parse(&name).map_err(|m| {
-            ctx.invalid(body.get_attribute("estate").and_then(|a| a.span()), m)
-        })?,
+        Some(name) => EstateName::parse(&name)
+            .map_err(|m| ctx.invalid(body.get_attribute("estate").and_then(|a| a.span()), m))?,
         None => {
             return Err(ctx.invalid(
                 found.block.span(),
@@ -275,7 +339,10 @@ fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError
                 .string(body, "path", "record_store \"local\"")?
                 .unwrap_or_else(|| DEFAULT_LOCAL_PATH.into());
             if path.is_empty() {
-                return Err(ctx.invalid(block.span(), "record_store \"local\": `path` is empty".into()));
+                return Err(ctx.invalid(
+                    block.span(),
+                    "record_store \"local\": `path` is empty".into(),
+                ));
             }
             Ok(StoreSettings::Local {
                 path: PathBuf::from(path),
@@ -285,14 +352,21 @@ fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError
             let what = "record_store \"s3\"";
             ctx.only(
                 body,
-                &["bucket", "region", "endpoint", "use_path_style", "kms_key_id"],
+                &[
+                    "bucket",
+                    "region",
+                    "endpoint",
+                    "use_path_style",
+                    "kms_key_id",
+                ],
                 what,
             )?;
             let bucket = ctx.string(body, "bucket", what)?.filter(|b| !b.is_empty());
             let Some(bucket) = bucket else {
                 return Err(ctx.invalid(
                     block.span(),
-                    "record_store \"s3\" has no `bucket`; add bucket = \"my-records-bucket\"".into(),
+                    "record_store \"s3\" has no `bucket`; add bucket = \"my-records-bucket\""
+                        .into(),
                 ));
             };
             Ok(StoreSettings::S3(S3Settings {

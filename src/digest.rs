@@ -41,7 +41,8 @@ mod tests {
 
     #[test]
     fn key_order_does_not_change_the_digest() {
-        let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":2,"x":[1,{"q":1,"p":2}]}}"#).unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"b":1,"a":{"y":2,"x":[1,{"q":1,"p":2}]}}"#).unwrap();
         let b = json!({"a":{"x":[1,{"p":2,"q":1}],"y":2},"b":1});
         assert_eq!(value_digest(&a), value_digest(&b));
     }
@@ -51,6 +52,10 @@ mod tests {
         let a: Value = serde_json::from_str(r#"{"n":123456789012345678901234567890.5}"#).unwrap();
         let b: Value = serde_json::from_str(r#"{"n":123456789012345678901234567890.6}"#).unwrap();
         assert_ne!(value_digest(&a), value_digest(&b));
-        assert!(serde_json::to_string(&a).unwrap().contains("123456789012345678901234567890.5"));
+        assert!(
+            serde_json::to_string(&a)
+                .unwrap()
+                .contains("123456789012345678901234567890.5")
+        );
     }
 }

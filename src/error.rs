@@ -62,7 +62,9 @@ pub enum StateError {
     #[error("state document is not valid JSON ({0}); nothing was written")]
     NotJson(String),
     /// A state format version other than 4.
-    #[error("state document has format version {0}; only version 4 is supported; nothing was written")]
+    #[error(
+        "state document has format version {0}; only version 4 is supported; nothing was written"
+    )]
     UnsupportedVersion(String),
     /// JSON of the wrong shape.
     #[error("state document is malformed: {0}; nothing was written")]
@@ -116,6 +118,14 @@ pub enum ConfigError {
         at: String,
         /// What is wrong and what to write instead.
         message: String,
+    },
+    /// The root has no `backend "http" {}` for `run` to point at its server.
+    #[error(
+        "no backend \"http\" block in {root}: `choudoufu-live run` serves the state over terraform's HTTP backend; add to a .tf file in the root:\n\n  terraform {{\n    backend \"http\" {{}}\n  }}\n\n(leave address, lock_address and unlock_address out: run sets the address for each run)"
+    )]
+    NoHttpBackend {
+        /// The root folder.
+        root: PathBuf,
     },
     /// A file that could not be read.
     #[error("cannot read {path}: {source}")]

@@ -15,7 +15,10 @@ impl EstateName {
     /// Check `name`; the error says what a valid name looks like.
     pub fn parse(name: &str) -> Result<Self, String> {
         let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-        let starts_well = name.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+        let starts_well = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric());
         if name.is_empty() || name.len() > 63 || !starts_well || !name.chars().all(ok_char) {
             return Err(format!(
                 "invalid estate name {name:?}: use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit (e.g. \"prod-eu\")"
@@ -127,7 +130,10 @@ mod tests {
     fn keys_are_classified() {
         let l = layout("e");
         assert_eq!(l.classify(&l.estate_key()), Some(KeyKind::Estate));
-        assert_eq!(l.classify(&l.resource_key("a.b[\"x/y\"]")), Some(KeyKind::Resource));
+        assert_eq!(
+            l.classify(&l.resource_key("a.b[\"x/y\"]")),
+            Some(KeyKind::Resource)
+        );
         assert_eq!(l.classify(&l.output_key("out")), Some(KeyKind::Output));
         assert_eq!(l.classify("tofu-records/e/r/a/b"), Some(KeyKind::Unknown));
     }

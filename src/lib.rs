@@ -4,13 +4,14 @@
 //! HTTP; the front doors translate their protocol and call it.
 
 pub mod address;
+pub mod cli;
 pub mod config;
 pub mod digest;
 pub mod error;
+pub mod http_backend;
 pub mod layout;
 pub mod program;
 pub mod record;
 pub mod session;
 pub mod state;
 pub mod store;
-pub mod cli;

@@ -108,7 +108,10 @@ impl Record {
             reason,
         };
         if bytes.len() > MAX_RECORD_BYTES {
-            return Err(bad(format!("{} bytes is larger than any record", bytes.len())));
+            return Err(bad(format!(
+                "{} bytes is larger than any record",
+                bytes.len()
+            )));
         }
         let record: Record =
             serde_json::from_slice(bytes).map_err(|e| bad(format!("not a record: {e}")))?;

@@ -118,7 +118,7 @@ pub fn initial_lineage(layout: &Layout) -> String {
 enum Op {
     Put {
         key: String,
-        record: Record,
+        record: Box<Record>,
         digest: String,
         expected: Option<Version>,
     },
@@ -132,7 +132,7 @@ enum Op {
 enum Done {
     Put {
         key: String,
-        entry: Option<BaseEntry>,
+        entry: Option<Box<BaseEntry>>,
         created: bool,
         conflict: Option<RecordConflict>,
     },
@@ -242,13 +242,13 @@ impl Session {
                 Some(entry) if entry.digest == digest => report.unchanged += 1,
                 Some(entry) => ops.push(Op::Put {
                     key: key.clone(),
-                    record: record.clone(),
+                    record: Box::new(record.clone()),
                     digest,
                     expected: Some(entry.version.clone()),
                 }),
                 None => ops.push(Op::Put {
                     key: key.clone(),
-                    record: record.clone(),
+                    record: Box::new(record.clone()),
                     digest,
                     expected: None,
                 }),
@@ -304,7 +304,13 @@ impl Session {
                 address,
                 meta,
                 instance,
-            } => (RecordKind::Resource, address, Some(meta), Some(instance), None),
+            } => (
+                RecordKind::Resource,
+                address,
+                Some(meta),
+                Some(instance),
+                None,
+            ),
             Item::Output { name, output } => (RecordKind::Output, name, None, None, Some(output)),
         };
         Record {
@@ -366,11 +372,11 @@ impl Session {
                 Ok(match outcome {
                     WriteOutcome::Written(Some(version)) => Done::Put {
                         key,
-                        entry: Some(BaseEntry {
+                        entry: Some(Box::new(BaseEntry {
                             version,
                             digest,
-                            record,
-                        }),
+                            record: *record,
+                        })),
                         created,
                         conflict: None,
                     },
@@ -447,7 +453,7 @@ fn advance(base: &mut Snapshot, done: Done) -> WriteReport {
         } => {
             if let Some(entry) = entry {
                 let address = entry.record.address.clone();
-                base.records.insert(key, entry);
+                base.records.insert(key, *entry);
                 if created {
                     report.created.push(address);
                 } else {
@@ -571,14 +577,17 @@ pub fn item_of(record: &Record) -> Item {
     match record.kind {
         RecordKind::Resource => Item::Resource {
             address: record.address.clone(),
-            meta: record.resource.clone().unwrap_or_else(|| crate::record::ResourceMeta {
-                module: None,
-                mode: String::new(),
-                type_name: String::new(),
-                name: String::new(),
-                each: None,
-                provider: String::new(),
-            }),
+            meta: record
+                .resource
+                .clone()
+                .unwrap_or_else(|| crate::record::ResourceMeta {
+                    module: None,
+                    mode: String::new(),
+                    type_name: String::new(),
+                    name: String::new(),
+                    each: None,
+                    provider: String::new(),
+                }),
             instance: record.instance.clone().unwrap_or_default(),
         },
         RecordKind::Output => Item::Output {

@@ -160,7 +160,9 @@ pub fn parse(bytes: &[u8]) -> Result<SplitState, StateError> {
     }
     for (name, output) in doc.outputs {
         if !output.is_object() {
-            return Err(StateError::Malformed(format!("output {name} is not an object")));
+            return Err(StateError::Malformed(format!(
+                "output {name} is not an object"
+            )));
         }
         items.push(Item::Output { name, output });
     }
@@ -208,7 +210,11 @@ pub fn assemble(header: &Header, items: &[Item]) -> Value {
                     meta.type_name.clone(),
                     meta.name.clone(),
                 );
-                resources.entry(key).or_insert((meta, Vec::new())).1.push(instance);
+                resources
+                    .entry(key)
+                    .or_insert((meta, Vec::new()))
+                    .1
+                    .push(instance);
             }
             Item::Output { name, output } => {
                 outputs.insert(name.clone(), output.clone());

@@ -18,7 +18,10 @@ fn err(files: &[(&str, &str)]) -> String {
     let e = LiveConfig::load(dir.path()).unwrap_err();
     let text = e.to_string();
     // Nothing is created in the root by a failed load.
-    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names.len(), files.len(), "{names:?}");
     text
 }
@@ -26,8 +29,14 @@ fn err(files: &[(&str, &str)]) -> String {
 #[test]
 fn live_hcl_top_level_block() {
     let dir = root(&[
-        ("main.tf", "terraform {\n  backend \"http\" {}\n}\nresource \"terraform_data\" \"a\" {}\n"),
-        ("live.hcl", "live {\n  estate = \"prod-eu\"\n  record_store \"s3\" {\n    bucket = \"acme\"\n    region = \"eu-west-1\"\n    endpoint = \"http://127.0.0.1:9000\"\n  }\n}\n"),
+        (
+            "main.tf",
+            "terraform {\n  backend \"http\" {}\n}\nresource \"terraform_data\" \"a\" {}\n",
+        ),
+        (
+            "live.hcl",
+            "live {\n  estate = \"prod-eu\"\n  record_store \"s3\" {\n    bucket = \"acme\"\n    region = \"eu-west-1\"\n    endpoint = \"http://127.0.0.1:9000\"\n  }\n}\n",
+        ),
     ]);
     let c = LiveConfig::load(dir.path()).unwrap();
     assert_eq!(c.estate.as_str(), "prod-eu");
@@ -44,10 +53,18 @@ fn live_hcl_top_level_block() {
 
 #[test]
 fn choudoufu_syntax_inside_terraform_block() {
-    let dir = root(&[("main.tf", "terraform {\n  required_version = \">= 1.0\"\n  live {\n    estate = \"prod\"\n    record_store \"local\" {\n      path = \"recs\"\n    }\n  }\n}\n")]);
+    let dir = root(&[(
+        "main.tf",
+        "terraform {\n  required_version = \">= 1.0\"\n  live {\n    estate = \"prod\"\n    record_store \"local\" {\n      path = \"recs\"\n    }\n  }\n}\n",
+    )]);
     let c = LiveConfig::load(dir.path()).unwrap();
     assert_eq!(c.estate.as_str(), "prod");
-    assert_eq!(c.store, StoreSettings::Local { path: PathBuf::from("recs") });
+    assert_eq!(
+        c.store,
+        StoreSettings::Local {
+            path: PathBuf::from("recs")
+        }
+    );
     assert_eq!(c.local_path(dir.path()), Some(dir.path().join("recs")));
     assert!(c.source.ends_with("main.tf:3"), "{}", c.source);
 }
@@ -56,37 +73,81 @@ fn choudoufu_syntax_inside_terraform_block() {
 fn local_store_is_the_default() {
     let dir = root(&[("live.hcl", "live {\n  estate = \"dev\"\n}\n")]);
     let c = LiveConfig::load(dir.path()).unwrap();
-    assert_eq!(c.store, StoreSettings::Local { path: PathBuf::from(".live-records") });
+    assert_eq!(
+        c.store,
+        StoreSettings::Local {
+            path: PathBuf::from(".live-records")
+        }
+    );
 }
 
 #[test]
 fn no_live_block_says_what_to_add() {
     let text = err(&[("main.tf", "resource \"terraform_data\" \"a\" {}\n")]);
-    assert!(text.contains("no live block") && text.contains("live.hcl") && text.contains("estate ="), "{text}");
+    assert!(
+        text.contains("no live block") && text.contains("live.hcl") && text.contains("estate ="),
+        "{text}"
+    );
 }
 
 #[test]
 fn both_places_name_both_files() {
     let text = err(&[
-        ("main.tf", "terraform {\n  live {\n    estate = \"a\"\n  }\n}\n"),
+        (
+            "main.tf",
+            "terraform {\n  live {\n    estate = \"a\"\n  }\n}\n",
+        ),
         ("live.hcl", "\n\nlive {\n  estate = \"a\"\n}\n"),
     ]);
-    assert!(text.contains("main.tf:2") && text.contains("live.hcl:3"), "{text}");
+    assert!(
+        text.contains("main.tf:2") && text.contains("live.hcl:3"),
+        "{text}"
+    );
 }
 
 #[test]
 fn each_mistake_is_named_with_its_line() {
     let cases: &[(&str, &[&str])] = &[
-        ("live {\n  record_store \"local\" {}\n}\n", &["live.hcl:1", "no `estate`"]),
-        ("live {\n  estate = \"bad/name\"\n}\n", &["live.hcl:2", "invalid estate name"]),
-        ("live {\n  estate = \"\"\n}\n", &["live.hcl:2", "invalid estate name"]),
-        ("live {\n  estate = var.x\n}\n", &["live.hcl:2", "plain string"]),
-        ("live {\n  estate = \"e\"\n  record_store \"gopher\" {}\n}\n", &["live.hcl:3", "unknown record store kind \"gopher\""]),
-        ("live {\n  estate = \"e\"\n  record_store \"s3\" {\n    region = \"x\"\n  }\n}\n", &["live.hcl:3", "no `bucket`"]),
-        ("live {\n  estate = \"e\"\n  record_store \"local\" {}\n  record_store \"local\" {}\n}\n", &["live.hcl:4", "second record_store"]),
-        ("live {\n  estate = \"e\"\n  record_store \"s3\" {\n    bucket = \"b\"\n    bukket = \"c\"\n  }\n}\n", &["live.hcl:5", "no setting `bukket`"]),
-        ("live {\n  estate = \"e\"\n  colour = \"blue\"\n}\n", &["live.hcl:3", "no setting `colour`"]),
-        ("live {\n  estate = \"e\"\n  record_store {}\n}\n", &["live.hcl:3", "one label"]),
+        (
+            "live {\n  record_store \"local\" {}\n}\n",
+            &["live.hcl:1", "no `estate`"],
+        ),
+        (
+            "live {\n  estate = \"bad/name\"\n}\n",
+            &["live.hcl:2", "invalid estate name"],
+        ),
+        (
+            "live {\n  estate = \"\"\n}\n",
+            &["live.hcl:2", "invalid estate name"],
+        ),
+        (
+            "live {\n  estate = var.x\n}\n",
+            &["live.hcl:2", "plain string"],
+        ),
+        (
+            "live {\n  estate = \"e\"\n  record_store \"gopher\" {}\n}\n",
+            &["live.hcl:3", "unknown record store kind \"gopher\""],
+        ),
+        (
+            "live {\n  estate = \"e\"\n  record_store \"s3\" {\n    region = \"x\"\n  }\n}\n",
+            &["live.hcl:3", "no `bucket`"],
+        ),
+        (
+            "live {\n  estate = \"e\"\n  record_store \"local\" {}\n  record_store \"local\" {}\n}\n",
+            &["live.hcl:4", "second record_store"],
+        ),
+        (
+            "live {\n  estate = \"e\"\n  record_store \"s3\" {\n    bucket = \"b\"\n    bukket = \"c\"\n  }\n}\n",
+            &["live.hcl:5", "no setting `bukket`"],
+        ),
+        (
+            "live {\n  estate = \"e\"\n  colour = \"blue\"\n}\n",
+            &["live.hcl:3", "no setting `colour`"],
+        ),
+        (
+            "live {\n  estate = \"e\"\n  record_store {}\n}\n",
+            &["live.hcl:3", "one label"],
+        ),
         ("live {\n  estate = \"e\"\n", &["live.hcl", "line"]),
     ];
     for (text, wants) in cases {
@@ -100,6 +161,12 @@ fn each_mistake_is_named_with_its_line() {
 #[test]
 fn invalid_hcl_in_a_tf_file_names_the_file() {
     let text = err(&[("broken.tf", "resource \"x\" {\n  a = \n")]);
-    assert!(text.contains("broken.tf") && text.contains("line"), "{text}");
-    assert!(matches!(LiveConfig::load(root(&[("broken.tf", "}")]).path()), Err(ConfigError::Parse { .. })));
+    assert!(
+        text.contains("broken.tf") && text.contains("line"),
+        "{text}"
+    );
+    assert!(matches!(
+        LiveConfig::load(root(&[("broken.tf", "}")]).path()),
+        Err(ConfigError::Parse { .. })
+    ));
 }

@@ -27,12 +27,25 @@ async fn same_record(kind: Kind) {
         let key = format!("tofu-records/race/r/terraform_data.db{round}");
         // Creates: If-None-Match: * lets exactly one land.
         let winner = race(&ws, &key, round, None).await;
-        let stored = f.store.get(&key).await.unwrap().expect("a record after the create race");
-        assert_eq!(stored.bytes, payload(round, winner, "create"), "round {round}: the store holds the winner's bytes");
+        let stored = f
+            .store
+            .get(&key)
+            .await
+            .unwrap()
+            .expect("a record after the create race");
+        assert_eq!(
+            stored.bytes,
+            payload(round, winner, "create"),
+            "round {round}: the store holds the winner's bytes"
+        );
         // Updates against the version everyone read: If-Match lets exactly one land.
         let winner = race(&ws, &key, round, Some(stored.version.clone())).await;
         let after = f.store.get(&key).await.unwrap().unwrap();
-        assert_eq!(after.bytes, payload(round, winner, "update"), "round {round}: the store holds the update winner's bytes");
+        assert_eq!(
+            after.bytes,
+            payload(round, winner, "update"),
+            "round {round}: the store holds the update winner's bytes"
+        );
     }
 }
 
@@ -49,7 +62,12 @@ async fn race(
     let barrier = Arc::new(Barrier::new(ws.len()));
     let mut tasks = Vec::new();
     for (i, w) in ws.iter().enumerate() {
-        let (w, key, barrier, expected) = (w.clone(), key.to_string(), barrier.clone(), expected.clone());
+        let (w, key, barrier, expected) = (
+            w.clone(),
+            key.to_string(),
+            barrier.clone(),
+            expected.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             match &expected {
@@ -65,7 +83,16 @@ async fn race(
             WriteOutcome::Conflict(_) => {}
         }
     }
-    assert_eq!(winners.len(), 1, "round {round} ({}): exactly one writer lands, got {winners:?}", if expected.is_some() { "update" } else { "create" });
+    assert_eq!(
+        winners.len(),
+        1,
+        "round {round} ({}): exactly one writer lands, got {winners:?}",
+        if expected.is_some() {
+            "update"
+        } else {
+            "create"
+        }
+    );
     winners[0]
 }
 
@@ -101,7 +128,10 @@ async fn different_records(kind: Kind) {
     }
     for i in 0..WRITERS {
         let key = format!("tofu-records/race/r/terraform_data.r{i}");
-        assert_eq!(f.store.get(&key).await.unwrap().unwrap().bytes, payload(ROUNDS, i, "update"));
+        assert_eq!(
+            f.store.get(&key).await.unwrap().unwrap().bytes,
+            payload(ROUNDS, i, "update")
+        );
     }
 }
 

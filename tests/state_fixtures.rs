@@ -31,7 +31,14 @@ fn every_fixture_round_trips() {
             terraform_version: split.terraform_version.clone(),
         };
         let again = assemble(&header, &split.items);
-        for field in ["version", "terraform_version", "serial", "lineage", "outputs", "resources"] {
+        for field in [
+            "version",
+            "terraform_version",
+            "serial",
+            "lineage",
+            "outputs",
+            "resources",
+        ] {
             assert_eq!(
                 canonical(&again[field]),
                 canonical(&original[field]),
@@ -48,7 +55,10 @@ fn every_fixture_round_trips() {
 
 #[test]
 fn one_item_per_instance_object_with_its_provider_and_mode() {
-    let bytes = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("terraform-fixtures/states/modules.tfstate")).unwrap();
+    let bytes = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("terraform-fixtures/states/modules.tfstate"),
+    )
+    .unwrap();
     let split = parse(&bytes).unwrap();
     let resources: Vec<_> = split
         .items
@@ -58,16 +68,30 @@ fn one_item_per_instance_object_with_its_provider_and_mode() {
             _ => None,
         })
         .collect();
-    assert!(resources.iter().any(|(a, m)| a.starts_with("data.") && m.mode == "data"));
-    assert!(resources.iter().any(|(a, _)| a.starts_with("module.net[1].module.inner[\"beta\"].")));
-    assert!(resources.iter().all(|(_, m)| m.provider.starts_with("provider[")));
+    assert!(
+        resources
+            .iter()
+            .any(|(a, m)| a.starts_with("data.") && m.mode == "data")
+    );
+    assert!(
+        resources
+            .iter()
+            .any(|(a, _)| a.starts_with("module.net[1].module.inner[\"beta\"]."))
+    );
+    assert!(
+        resources
+            .iter()
+            .all(|(_, m)| m.provider.starts_with("provider["))
+    );
 }
 
 /// The addresses we derive are the ones the real terraform prints (`terraform state list`).
 #[test]
 fn addresses_match_terraform_state_list() {
     let Ok(out) = Command::new("terraform").arg("version").output() else {
-        panic!("terraform is not on PATH: this test needs the real terraform binary (1.11.4 ships on this machine kind)");
+        panic!(
+            "terraform is not on PATH: this test needs the real terraform binary (1.11.4 ships on this machine kind)"
+        );
     };
     assert!(out.status.success());
     let scratch = tempfile::tempdir().unwrap();
@@ -82,14 +106,24 @@ fn addresses_match_terraform_state_list() {
             .env("TF_CLI_CONFIG_FILE", &cli_config)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
-        let mut theirs: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect();
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut theirs: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
         let split = parse(&std::fs::read(&path).unwrap()).unwrap();
         let mut ours: Vec<String> = split
             .items
             .iter()
             .filter_map(|i| match i {
-                Item::Resource { address, .. } if !address.contains(" (deposed ") => Some(address.clone()),
+                Item::Resource { address, .. } if !address.contains(" (deposed ") => {
+                    Some(address.clone())
+                }
                 _ => None,
             })
             .collect();
@@ -102,13 +136,19 @@ fn addresses_match_terraform_state_list() {
 
 #[test]
 fn deposed_objects_get_their_own_record() {
-    let bytes = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("terraform-fixtures/states/tainted_deposed.tfstate")).unwrap();
+    let bytes = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("terraform-fixtures/states/tainted_deposed.tfstate"),
+    )
+    .unwrap();
     let split = parse(&bytes).unwrap();
     let cbd: Vec<_> = split
         .items
         .iter()
         .filter_map(|i| match i {
-            Item::Resource { address, .. } if address.starts_with("terraform_data.cbd") => Some(address.clone()),
+            Item::Resource { address, .. } if address.starts_with("terraform_data.cbd") => {
+                Some(address.clone())
+            }
             _ => None,
         })
         .collect();

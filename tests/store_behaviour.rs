@@ -22,7 +22,10 @@ async fn create_only_if_absent(kind: Kind) {
     let s = &f.store;
     let v1 = version(&s.create(KEY, b"one").await.unwrap());
     let again = s.create(KEY, b"two").await.unwrap();
-    assert!(matches!(again, WriteOutcome::Conflict(ref c) if c.expected.is_none()), "{again:?}");
+    assert!(
+        matches!(again, WriteOutcome::Conflict(ref c) if c.expected.is_none()),
+        "{again:?}"
+    );
     let stored = s.get(KEY).await.unwrap().unwrap();
     assert_eq!(stored.bytes, b"one");
     assert_eq!(stored.version.token, v1.token);
@@ -58,7 +61,10 @@ async fn delete_only_if_match(kind: Kind) {
         other => panic!("stale delete landed: {other:?}"),
     }
     assert_eq!(s.get(KEY).await.unwrap().unwrap().bytes, b"two");
-    assert_eq!(s.delete(KEY, &v2).await.unwrap(), WriteOutcome::Written(None));
+    assert_eq!(
+        s.delete(KEY, &v2).await.unwrap(),
+        WriteOutcome::Written(None)
+    );
     assert!(s.get(KEY).await.unwrap().is_none());
     // Deleting what is gone: a conflict that finds no record (404).
     match s.delete(KEY, &v2).await.unwrap() {
@@ -76,7 +82,9 @@ async fn own_retried_write_is_not_a_conflict(kind: Kind) {
     // The same write again, as after a lost answer: the store holds exactly these bytes.
     let retried = put_conditional(s.as_ref(), KEY, bytes, None).await.unwrap();
     assert_eq!(version(&retried).token, v1.token);
-    let other = put_conditional(s.as_ref(), KEY, b"another run", None).await.unwrap();
+    let other = put_conditional(s.as_ref(), KEY, b"another run", None)
+        .await
+        .unwrap();
     match other {
         WriteOutcome::Conflict(c) => assert_eq!(c.found.map(|v| v.token), Some(v1.token.clone())),
         o => panic!("{o:?}"),
@@ -86,11 +94,15 @@ async fn own_retried_write_is_not_a_conflict(kind: Kind) {
 async fn paging_past_a_thousand(kind: Kind) {
     let f = Fixture::new(kind, "paging").await;
     let s: DynStore = match kind {
-        Kind::Local => Arc::new(LocalStore::new(f.dir.as_ref().unwrap().path().join("records"))),
+        Kind::Local => Arc::new(LocalStore::new(
+            f.dir.as_ref().unwrap().path().join("records"),
+        )),
         Kind::S3 => f.store.clone(),
     };
     let n = 1050;
-    let keys: Vec<String> = (0..n).map(|i| format!("tofu-records/p/r/k{i:05}")).collect();
+    let keys: Vec<String> = (0..n)
+        .map(|i| format!("tofu-records/p/r/k{i:05}"))
+        .collect();
     use futures::StreamExt;
     let results: Vec<_> = futures::stream::iter(keys.clone())
         .map(|k| {
@@ -146,8 +158,14 @@ async fn local_store_breaks_a_stale_lock_file() {
     let started = std::time::Instant::now();
     version(&s.update("tofu-records/e/r/a", b"two", &v1).await.unwrap());
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    assert!(!lock.exists(), "the stale lock file is gone after the write");
-    assert_eq!(s.get("tofu-records/e/r/a").await.unwrap().unwrap().bytes, b"two");
+    assert!(
+        !lock.exists(),
+        "the stale lock file is gone after the write"
+    );
+    assert_eq!(
+        s.get("tofu-records/e/r/a").await.unwrap().unwrap().bytes,
+        b"two"
+    );
 }
 
 #[tokio::test]
@@ -157,7 +175,11 @@ async fn local_store_waits_for_a_live_holder() {
     let v1 = version(&s.create("tofu-records/e/r/a", b"one").await.unwrap());
     // A live writer holds the lock (this process, holding its flock) for 300 ms.
     let lock = dir.path().join("tofu-records/e/r/.lock.a");
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&lock).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+        .unwrap();
     file.lock().unwrap();
     std::fs::write(&lock, format!("pid={} since=0\n", std::process::id())).unwrap();
     let release = std::thread::spawn(move || {
@@ -167,7 +189,10 @@ async fn local_store_waits_for_a_live_holder() {
     });
     let started = std::time::Instant::now();
     version(&s.update("tofu-records/e/r/a", b"two", &v1).await.unwrap());
-    assert!(started.elapsed() >= std::time::Duration::from_millis(250), "the writer waited for the live holder");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(250),
+        "the writer waited for the live holder"
+    );
     release.join().unwrap();
 }
 
@@ -175,7 +200,14 @@ async fn local_store_waits_for_a_live_holder() {
 async fn local_store_refuses_keys_outside_its_folder() {
     let dir = tempfile::tempdir().unwrap();
     let s = LocalStore::new(dir.path().join("records"));
-    for key in ["../x", "tofu-records/../../x", "/etc/passwd", "a//b", "tofu-records/e/r/.lock.a", ""] {
+    for key in [
+        "../x",
+        "tofu-records/../../x",
+        "/etc/passwd",
+        "a//b",
+        "tofu-records/e/r/.lock.a",
+        "",
+    ] {
         assert!(s.create(key, b"x").await.is_err(), "{key:?} was accepted");
     }
     assert!(!dir.path().join("x").exists());
@@ -184,7 +216,9 @@ async fn local_store_refuses_keys_outside_its_folder() {
 #[tokio::test]
 async fn s3_records_carry_the_estate_tag() {
     let (s, bucket) = common::s3_store("tag").await;
-    s.create("tofu-records/prod-eu/r/terraform_data.a", b"x").await.unwrap();
+    s.create("tofu-records/prod-eu/r/terraform_data.a", b"x")
+        .await
+        .unwrap();
     let tags = s
         .client()
         .get_object_tagging()
@@ -193,6 +227,13 @@ async fn s3_records_carry_the_estate_tag() {
         .send()
         .await
         .unwrap();
-    let found: Vec<(String, String)> = tags.tag_set().iter().map(|t| (t.key().to_string(), t.value().to_string())).collect();
-    assert_eq!(found, vec![("tofu-estate".to_string(), "prod-eu".to_string())]);
+    let found: Vec<(String, String)> = tags
+        .tag_set()
+        .iter()
+        .map(|t| (t.key().to_string(), t.value().to_string()))
+        .collect();
+    assert_eq!(
+        found,
+        vec![("tofu-estate".to_string(), "prod-eu".to_string())]
+    );
 }

@@ -1,6 +1,7 @@
 //! The command line: `records`, and the commands that grow around it.
 
 pub mod records;
+pub mod run;
 
 use std::path::PathBuf;
 
@@ -30,6 +31,8 @@ pub enum Command {
     /// Look at the estate's records.
     #[command(subcommand)]
     Records(records::RecordsCommand),
+    /// Run terraform or tofu with the state served from the estate's records.
+    Run(run::RunArgs),
 }
 
 /// Exit status for an error before or outside terraform (config, store, input).
@@ -39,6 +42,7 @@ pub const EXIT_ERROR: i32 = 1;
 pub async fn main(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Records(cmd) => records::run(&cli.root, cmd).await,
+        Command::Run(args) => run::run(&cli.root, args).await,
     };
     match result {
         Ok(code) => code,

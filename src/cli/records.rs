@@ -56,8 +56,18 @@ pub async fn run(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
                 })
                 .collect();
             rows.sort();
-            let w0 = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(7).max(7);
-            let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(7).max(7);
+            let w0 = rows
+                .iter()
+                .map(|r| r.0.chars().count())
+                .max()
+                .unwrap_or(7)
+                .max(7);
+            let w1 = rows
+                .iter()
+                .map(|r| r.1.chars().count())
+                .max()
+                .unwrap_or(7)
+                .max(7);
             println!("{:w0$}  {:w1$}  PROGRAM", "ADDRESS", "VERSION");
             for (a, v, p) in rows {
                 println!("{a:w0$}  {v:w1$}  {p}");

@@ -143,7 +143,10 @@ impl Drop for LockGuard {
 }
 
 fn holder_of(path: &Path) -> String {
-    fs::read_to_string(path).unwrap_or_default().trim().to_string()
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .trim()
+        .to_string()
 }
 
 fn acquire(lock: &Path) -> Result<LockGuard, StoreError> {
@@ -233,7 +236,11 @@ fn break_if_stale(lock: &Path) -> Result<(), StoreError> {
 
 /// Write `bytes` to `path` atomically: temp file, fsync, rename, fsync folder.
 fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let tmp = sibling(path, ".tmp.", &format!(".{}", uuid::Uuid::new_v4().simple()));
+    let tmp = sibling(
+        path,
+        ".tmp.",
+        &format!(".{}", uuid::Uuid::new_v4().simple()),
+    );
     let result = (|| {
         let mut f = OpenOptions::new()
             .write(true)

@@ -143,7 +143,9 @@ pub async fn put_conditional(
     };
     match outcome {
         WriteOutcome::Conflict(conflict) => match store.get(key).await? {
-            Some(stored) if stored.bytes == bytes => Ok(WriteOutcome::Written(Some(stored.version))),
+            Some(stored) if stored.bytes == bytes => {
+                Ok(WriteOutcome::Written(Some(stored.version)))
+            }
             Some(stored) => Ok(WriteOutcome::Conflict(Conflict {
                 expected: conflict.expected,
                 found: Some(stored.version),

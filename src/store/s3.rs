@@ -120,7 +120,11 @@ impl S3Store {
         bytes: &[u8],
         expected: Option<&Version>,
     ) -> Result<WriteOutcome, StoreError> {
-        let op = if expected.is_some() { "update" } else { "create" };
+        let op = if expected.is_some() {
+            "update"
+        } else {
+            "create"
+        };
         let mut attempt = 0;
         loop {
             let mut req = self

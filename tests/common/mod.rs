@@ -1,5 +1,7 @@
-//! Shared test setup: real peers only (a local folder, moto_server for S3).
+//! Shared test setup: real peers only (a local folder, moto_server for S3, the real terraform).
 #![allow(dead_code)]
+
+pub mod tf;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -12,7 +14,9 @@ use choudoufu_live::store::s3::{S3Settings, S3Store};
 pub fn s3_endpoint() -> String {
     match std::env::var("CHOUDOUFU_TEST_S3_ENDPOINT") {
         Ok(e) if e.starts_with("http://127.0.0.1:") => e,
-        Ok(e) => panic!("CHOUDOUFU_TEST_S3_ENDPOINT={e} is not a loopback address; tests talk to loopback only"),
+        Ok(e) => panic!(
+            "CHOUDOUFU_TEST_S3_ENDPOINT={e} is not a loopback address; tests talk to loopback only"
+        ),
         Err(_) => panic!(
             "S3 tests need moto_server: CHOUDOUFU_TEST_S3_ENDPOINT is not set. Run them with `make test` (or scripts/with-moto cargo test)."
         ),
