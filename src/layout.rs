@@ -27,6 +27,18 @@ impl EstateName {
         Ok(EstateName(name.to_string()))
     }
 
+    /// The estate that holds workspace `ws` of this estate: `<estate>@<ws>`, a name no user estate can take.
+    pub fn workspace(&self, ws: &str) -> Result<EstateName, String> {
+        let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        let starts_well = ws.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+        if ws.is_empty() || ws.len() > 63 || !starts_well || !ws.chars().all(ok_char) {
+            return Err(format!(
+                "invalid workspace name {ws:?}: use 1 to 63 letters, digits, '.', '_' or '-'"
+            ));
+        }
+        Ok(EstateName(format!("{}@{ws}", self.0)))
+    }
+
     /// The name.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -20,6 +20,10 @@ pub struct Cli {
     #[arg(long, global = true, default_value = ".", value_name = "DIR")]
     pub root: PathBuf,
 
+    /// How log lines on stderr look (the level comes from CHOUDOUFU_LOG, e.g. `info`).
+    #[arg(long, global = true, value_enum, default_value = "human")]
+    pub log_format: crate::logging::LogFormat,
+
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

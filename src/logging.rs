@@ -1,0 +1,125 @@
+//! Log output: hclog JSON on stderr in plugin mode (what a go-plugin host reads), human text in the CLI.
+
+use std::fmt;
+
+use serde_json::{Map, Value};
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// The environment variable that sets the log level (`warn`, `info`, `debug`, or a filter).
+pub const LOG_ENV: &str = "CHOUDOUFU_LOG";
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Human,
+    /// One JSON object per line.
+    Json,
+    /// hclog JSON (`@level`, `@message`, `@timestamp`), as go-plugin hosts expect.
+    Hclog,
+}
+
+fn filter(default: &str) -> EnvFilter {
+    EnvFilter::try_from_env(LOG_ENV).unwrap_or_else(|_| EnvFilter::new(default))
+}
+
+/// Install the process-wide logger writing to stderr.
+pub fn init(format: LogFormat) {
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Human => builder.with_env_filter(filter("warn")).try_init(),
+        LogFormat::Json => builder.json().with_env_filter(filter("warn")).try_init(),
+        LogFormat::Hclog => builder
+            .event_format(Hclog)
+            .with_env_filter(filter("info"))
+            .try_init(),
+    };
+}
+
+/// hclog's JSON line format.
+pub struct Hclog;
+
+struct Fields(Map<String, Value>);
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0.insert(key(field), Value::String(value.to_string()));
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(key(field), Value::Bool(value));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(key(field), Value::from(value));
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(key(field), Value::from(value));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.0
+            .insert(key(field), Value::String(format!("{value:?}")));
+    }
+}
+
+fn key(field: &Field) -> String {
+    match field.name() {
+        "message" => "@message".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Now as hclog writes it: microseconds, UTC (`2006-01-02T15:04:05.000000Z07:00` in Go's layout).
+pub fn hclog_timestamp() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second(),
+        now.microsecond()
+    )
+}
+
+fn level(l: &Level) -> &'static str {
+    match *l {
+        Level::TRACE => "trace",
+        Level::DEBUG => "debug",
+        Level::INFO => "info",
+        Level::WARN => "warn",
+        Level::ERROR => "error",
+    }
+}
+
+impl<S, N> FormatEvent<S, N> for Hclog
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        _ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        let mut fields = Fields(Map::new());
+        event.record(&mut fields);
+        let mut line = fields.0;
+        line.insert(
+            "@level".into(),
+            Value::String(level(event.metadata().level()).into()),
+        );
+        line.entry("@message")
+            .or_insert(Value::String(String::new()));
+        line.insert("@timestamp".into(), Value::String(hclog_timestamp()));
+        line.insert("@module".into(), Value::String("choudoufu-live".into()));
+        let text = serde_json::to_string(&Value::Object(line)).map_err(|_| fmt::Error)?;
+        writeln!(writer, "{text}")
+    }
+}

@@ -1,0 +1,143 @@
+//! The state store's configuration as terraform sends it (a DynamicValue, msgpack or JSON), read into settings.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::config::StoreSettings;
+use crate::layout::EstateName;
+use crate::proto::tfplugin6::DynamicValue;
+use crate::store::s3::S3Settings;
+
+/// One attribute's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Attr {
+    /// Not set.
+    Null,
+    /// Not known until apply (refused: a state store needs known settings).
+    Unknown,
+    /// A string.
+    Str(String),
+    /// A bool.
+    Bool(bool),
+    /// Anything else.
+    Other,
+}
+
+/// The attributes of the store's schema, by name.
+pub type Attrs = BTreeMap<String, Attr>;
+
+fn from_msgpack(v: &rmpv::Value) -> Attr {
+    match v {
+        rmpv::Value::Nil => Attr::Null,
+        rmpv::Value::Boolean(b) => Attr::Bool(*b),
+        rmpv::Value::String(s) => s.as_str().map_or(Attr::Other, |s| Attr::Str(s.to_string())),
+        rmpv::Value::Ext(0, _) => Attr::Unknown,
+        _ => Attr::Other,
+    }
+}
+
+fn from_json(v: &serde_json::Value) -> Attr {
+    match v {
+        serde_json::Value::Null => Attr::Null,
+        serde_json::Value::Bool(b) => Attr::Bool(*b),
+        serde_json::Value::String(s) => Attr::Str(s.clone()),
+        _ => Attr::Other,
+    }
+}
+
+/// Decode a DynamicValue holding an object.
+pub fn decode(dv: &DynamicValue) -> Result<Attrs, String> {
+    let mut out = Attrs::new();
+    if !dv.msgpack.is_empty() {
+        let value = rmpv::decode::read_value(&mut dv.msgpack.as_slice())
+            .map_err(|e| format!("the configuration is not valid msgpack: {e}"))?;
+        match value {
+            rmpv::Value::Map(entries) => {
+                for (k, v) in &entries {
+                    if let Some(k) = k.as_str() {
+                        out.insert(k.to_string(), from_msgpack(v));
+                    }
+                }
+            }
+            rmpv::Value::Nil => {}
+            _ => return Err("the configuration is not an object".into()),
+        }
+    } else if !dv.json.is_empty() {
+        let value: serde_json::Value = serde_json::from_slice(&dv.json)
+            .map_err(|e| format!("the configuration is not valid JSON: {e}"))?;
+        match value {
+            serde_json::Value::Object(map) => {
+                for (k, v) in &map {
+                    out.insert(k.clone(), from_json(v));
+                }
+            }
+            serde_json::Value::Null => {}
+            _ => return Err("the configuration is not an object".into()),
+        }
+    }
+    Ok(out)
+}
+
+/// Settings read from attributes; unknown values are reported, not guessed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// The estate.
+    pub estate: EstateName,
+    /// The record store.
+    pub store: StoreSettings,
+}
+
+fn string(attrs: &Attrs, name: &str) -> Result<Option<String>, String> {
+    match attrs.get(name) {
+        None | Some(Attr::Null) => Ok(None),
+        Some(Attr::Str(s)) => Ok(Some(s.clone())),
+        Some(Attr::Unknown) => Err(format!(
+            "`{name}` is not known until apply; a state store needs it now"
+        )),
+        Some(_) => Err(format!("`{name}` must be a string")),
+    }
+}
+
+/// Interpret the attributes (`allow_unknown`: validation passes over values not known yet).
+pub fn interpret(attrs: &Attrs, allow_unknown: bool) -> Result<Option<StoreConfig>, String> {
+    if allow_unknown && attrs.values().any(|a| *a == Attr::Unknown) {
+        return Ok(None);
+    }
+    let estate = string(attrs, "estate")?.ok_or_else(|| {
+        "`estate` is required: the name of the estate this root owns, e.g. \"prod-eu\"".to_string()
+    })?;
+    let estate = EstateName::parse(&estate)?;
+    let kind = string(attrs, "store")?.unwrap_or_else(|| {
+        if string(attrs, "bucket").ok().flatten().is_some() {
+            "s3".into()
+        } else {
+            "local".into()
+        }
+    });
+    let store = match kind.as_str() {
+        "local" => StoreSettings::Local {
+            path: PathBuf::from(
+                string(attrs, "path")?.unwrap_or_else(|| crate::config::DEFAULT_LOCAL_PATH.into()),
+            ),
+        },
+        "s3" => {
+            let bucket = string(attrs, "bucket")?
+                .filter(|b| !b.is_empty())
+                .ok_or_else(|| "store \"s3\" needs `bucket`".to_string())?;
+            let use_path_style = match attrs.get("use_path_style") {
+                None | Some(Attr::Null) => None,
+                Some(Attr::Bool(b)) => Some(*b),
+                Some(_) => return Err("`use_path_style` must be true or false".into()),
+            };
+            StoreSettings::S3(S3Settings {
+                bucket,
+                region: string(attrs, "region")?,
+                endpoint: string(attrs, "endpoint")?,
+                use_path_style,
+                kms_key_id: string(attrs, "kms_key_id")?,
+            })
+        }
+        other => return Err(format!("unknown store {other:?}; use \"local\" or \"s3\"")),
+    };
+    Ok(Some(StoreConfig { estate, store }))
+}
