@@ -195,6 +195,19 @@ impl fmt::Display for RecordConflictError {
     }
 }
 
+/// The record store's bucket is not safe to keep records in; nothing was written.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error(
+    "UnsafeRecordStore: {store} is not safe to keep records in; nothing was written.\n{}\nTo proceed anyway (unsafe), set skip_bucket_checks = true in the record_store block.",
+    problems.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n")
+)]
+pub struct UnsafeRecordStore {
+    /// The store, e.g. `s3://bucket`.
+    pub store: String,
+    /// Each failing setting, with the command that fixes it.
+    pub problems: Vec<String>,
+}
+
 /// Why a session could not read or write the estate.
 #[derive(Debug, Error)]
 pub enum SessionError {
@@ -210,4 +223,7 @@ pub enum SessionError {
     /// Some records conflicted; the rest were written.
     #[error(transparent)]
     Conflict(#[from] RecordConflictError),
+    /// The record store failed its safety check before the first write.
+    #[error(transparent)]
+    Unsafe(#[from] UnsafeRecordStore),
 }

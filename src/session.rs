@@ -9,7 +9,9 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::Mutex;
 
-use crate::error::{CorruptRecord, RecordConflict, RecordConflictError, SessionError};
+use crate::error::{
+    CorruptRecord, RecordConflict, RecordConflictError, SessionError, UnsafeRecordStore,
+};
 use crate::layout::{KeyKind, Layout};
 use crate::program::{ProgramStamp, now_rfc3339};
 use crate::record::{ESTATE_FORMAT, EstateMeta, RECORD_FORMAT, Record, RecordKind, Writer};
@@ -144,6 +146,13 @@ enum Done {
     },
 }
 
+/// A check made once, before a session's first write (the record store bucket's safety).
+#[async_trait::async_trait]
+pub trait WriteGuard: Send + Sync + std::fmt::Debug {
+    /// Pass, or say why nothing may be written.
+    async fn check(&self) -> Result<(), UnsafeRecordStore>;
+}
+
 /// One run's session on an estate.
 #[derive(Debug)]
 pub struct Session {
@@ -152,6 +161,8 @@ pub struct Session {
     run: RunInfo,
     parallel: usize,
     base: Mutex<Snapshot>,
+    guard: Option<Arc<dyn WriteGuard>>,
+    guard_passed: tokio::sync::OnceCell<()>,
 }
 
 impl Session {
@@ -163,7 +174,22 @@ impl Session {
             run,
             parallel: DEFAULT_PARALLEL,
             base: Mutex::new(Snapshot::default()),
+            guard: None,
+            guard_passed: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The same session, checking `guard` once before its first write.
+    pub fn with_guard(mut self, guard: Option<Arc<dyn WriteGuard>>) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    async fn check_guard(&self) -> Result<(), SessionError> {
+        if let Some(guard) = &self.guard {
+            self.guard_passed.get_or_try_init(|| guard.check()).await?;
+        }
+        Ok(())
     }
 
     /// Open a session and read the estate.
@@ -266,6 +292,7 @@ impl Session {
         if ops.is_empty() {
             return Ok(report);
         }
+        self.check_guard().await?;
         if base.estate.is_none() {
             base.estate = Some(self.ensure_estate(&split.lineage).await?);
         }

@@ -75,7 +75,8 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     let store = store::open(&config.store, &root).await;
     let layout = Layout::new(config.estate.clone());
     let run = RunInfo::new(ProgramStamp::detect(&root));
-    let session = Session::new(store, layout, run);
+    let guard = store::guard_for(&config.store, &store);
+    let session = Session::new(store, layout, run).with_guard(guard);
     let backend = Backend::new(session);
     let server = http_backend::serve(backend.clone()).await?;
     tracing::info!(url = %server.state_url(), estate = %config.estate, "serving state for this run");

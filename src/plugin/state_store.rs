@@ -31,6 +31,7 @@ type ReadStream =
 
 struct Configured {
     store: DynStore,
+    guard: Option<Arc<dyn crate::session::WriteGuard>>,
     estate: EstateName,
     chunk_size: usize,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
@@ -74,11 +75,14 @@ impl StateStoreProvider {
         Ok(sessions
             .entry(state_id.to_string())
             .or_insert_with(|| {
-                Arc::new(Session::new(
-                    c.store.clone(),
-                    Layout::new(estate),
-                    RunInfo::new(self.program.clone()),
-                ))
+                Arc::new(
+                    Session::new(
+                        c.store.clone(),
+                        Layout::new(estate),
+                        RunInfo::new(self.program.clone()),
+                    )
+                    .with_guard(c.guard.clone()),
+                )
             })
             .clone())
     }
@@ -112,6 +116,7 @@ fn session_error(e: &SessionError) -> Vec<pb::Diagnostic> {
         SessionError::State(s) => error("Invalid state document", &s.to_string()),
         SessionError::Corrupt(c) => error("Corrupted record", &c.to_string()),
         SessionError::Store(s) => error("Record store error", &s.to_string()),
+        SessionError::Unsafe(u) => error("Unsafe record store", &u.to_string()),
     }
 }
 
@@ -321,9 +326,11 @@ impl Provider for StateStoreProvider {
             8 << 20
         };
         let store = store::open(&config.store, &self.root).await;
+        let guard = store::guard_for(&config.store, &store);
         tracing::info!(estate = %config.estate, store = %store.describe(), chunk_size, "state store configured");
         *self.configured.write().await = Some(Arc::new(Configured {
             store,
+            guard,
             estate: config.estate,
             chunk_size: chunk_size as usize,
             sessions: Mutex::new(HashMap::new()),

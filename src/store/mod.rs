@@ -159,6 +159,14 @@ pub async fn put_conditional(
     }
 }
 
+/// The safety check a store kind makes before a run's first write, if any.
+pub fn guard_for(
+    _settings: &crate::config::StoreSettings,
+    _store: &DynStore,
+) -> Option<Arc<dyn crate::session::WriteGuard>> {
+    None
+}
+
 /// Open the record store a root's settings name (relative local paths are taken from `root`).
 pub async fn open(settings: &crate::config::StoreSettings, root: &std::path::Path) -> DynStore {
     match settings {
