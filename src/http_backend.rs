@@ -41,6 +41,8 @@ pub struct RunSummary {
     pub deleted: BTreeSet<String>,
     /// Records unchanged by the last write.
     pub unchanged: usize,
+    /// Records a saved plan does not change, skipped because another run moved them.
+    pub skipped: BTreeSet<String>,
     /// Named conflicts, the latest per address.
     pub conflicts: BTreeMap<String, RecordConflict>,
     /// Other errors, as told to terraform.
@@ -55,6 +57,7 @@ impl RunSummary {
         self.deleted.extend(report.deleted.iter().cloned());
         self.deleted.extend(report.already_gone.iter().cloned());
         self.unchanged = report.unchanged;
+        self.skipped.extend(report.skipped.iter().cloned());
         for c in &report.conflicts {
             self.conflicts.insert(c.address.clone(), c.clone());
         }

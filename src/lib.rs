@@ -11,6 +11,7 @@ pub mod error;
 pub mod http_backend;
 pub mod layout;
 pub mod logging;
+pub mod plan_stamp;
 pub mod plugin;
 pub mod program;
 pub mod proto;

@@ -62,6 +62,58 @@ pub struct Snapshot {
     pub records: BTreeMap<String, BaseEntry>,
 }
 
+/// What a write compares a record against: the version and content digest this run's view holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct BaseRef {
+    /// The record's address (an output's name for an output record).
+    pub address: String,
+    /// The version this run's view holds.
+    pub version: Version,
+    /// The digest of the content this run's view holds.
+    pub digest: String,
+}
+
+/// A saved plan's view, pinned for its apply: writes diff against what the plan read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pin {
+    /// The lineage the plan saw.
+    pub lineage: String,
+    /// The serial the plan saw.
+    pub serial: u64,
+    /// Every record the plan read, by key.
+    pub base: BTreeMap<String, BaseRef>,
+    /// The keys of the records the plan changes.
+    pub changes: std::collections::BTreeSet<String>,
+}
+
+impl Snapshot {
+    /// The write base this snapshot gives: each record's version and digest.
+    pub fn refs(&self) -> BTreeMap<String, BaseRef> {
+        self.records
+            .iter()
+            .map(|(k, e)| {
+                (
+                    k.clone(),
+                    BaseRef {
+                        address: e.record.address.clone(),
+                        version: e.version.clone(),
+                        digest: e.digest.clone(),
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
+/// A session's view: the last read, the write base, and a saved plan's pin.
+#[derive(Debug, Default)]
+struct View {
+    snapshot: Snapshot,
+    base: BTreeMap<String, BaseRef>,
+    pin: Option<Pin>,
+    served: Option<(String, u64)>,
+}
+
 /// What one write of a state document did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct WriteReport {
@@ -75,6 +127,8 @@ pub struct WriteReport {
     pub unchanged: usize,
     /// Deletes that found the record already gone.
     pub already_gone: Vec<String>,
+    /// Records a saved plan does not change whose write was skipped: another run moved them.
+    pub skipped: Vec<String>,
     /// Records another run changed after this run read them; nothing of these was written.
     #[serde(skip)]
     pub conflicts: Vec<RecordConflict>,
@@ -104,6 +158,7 @@ impl WriteReport {
         self.deleted.extend(other.deleted);
         self.unchanged += other.unchanged;
         self.already_gone.extend(other.already_gone);
+        self.skipped.extend(other.skipped);
         self.conflicts.extend(other.conflicts);
     }
 }
@@ -132,6 +187,10 @@ enum Op {
 }
 
 enum Done {
+    Skipped {
+        key: String,
+        address: String,
+    },
     Put {
         key: String,
         entry: Option<Box<BaseEntry>>,
@@ -160,7 +219,7 @@ pub struct Session {
     layout: Layout,
     run: RunInfo,
     parallel: usize,
-    base: Mutex<Snapshot>,
+    view: Mutex<View>,
     guard: Option<Arc<dyn WriteGuard>>,
     guard_passed: tokio::sync::OnceCell<()>,
 }
@@ -173,7 +232,7 @@ impl Session {
             layout,
             run,
             parallel: DEFAULT_PARALLEL,
-            base: Mutex::new(Snapshot::default()),
+            view: Mutex::new(View::default()),
             guard: None,
             guard_passed: tokio::sync::OnceCell::new(),
         }
@@ -220,22 +279,58 @@ impl Session {
         &self.store
     }
 
-    /// Read the whole estate again and make it the base.
+    /// Read the whole estate again and make it the base (a pinned base stays as the plan read it).
     pub async fn refresh(&self) -> Result<(), SessionError> {
         let snapshot = read_snapshot(&self.store, &self.layout, self.parallel).await?;
-        *self.base.lock().await = snapshot;
+        let mut view = self.view.lock().await;
+        if view.pin.is_none() {
+            view.base = snapshot.refs();
+        }
+        view.snapshot = snapshot;
         Ok(())
     }
 
-    /// A copy of the base.
-    pub async fn snapshot(&self) -> Snapshot {
-        self.base.lock().await.clone()
+    /// Pin the write base to what a saved plan read; its lineage and serial are served from now on.
+    pub async fn pin(&self, pin: Pin) {
+        let mut view = self.view.lock().await;
+        view.base = pin.base.clone();
+        view.pin = Some(pin);
     }
 
-    /// The state document assembled from the base.
+    /// A copy of the last read.
+    pub async fn snapshot(&self) -> Snapshot {
+        self.view.lock().await.snapshot.clone()
+    }
+
+    /// A copy of the write base.
+    pub async fn base(&self) -> BTreeMap<String, BaseRef> {
+        self.view.lock().await.base.clone()
+    }
+
+    /// The lineage and serial of the last document served, if one was.
+    pub async fn served(&self) -> Option<(String, u64)> {
+        self.view.lock().await.served.clone()
+    }
+
+    /// The state document of the last read (with a pinned plan's lineage and serial).
     pub async fn state_document(&self) -> Vec<u8> {
-        let base = self.base.lock().await;
-        document_of(&self.layout, &base)
+        let mut view = self.view.lock().await;
+        let header = match &view.pin {
+            Some(pin) => header_of(
+                &self.layout,
+                &view.snapshot,
+                Some((pin.lineage.clone(), pin.serial)),
+            ),
+            None => header_of(&self.layout, &view.snapshot, None),
+        };
+        view.served = Some((header.lineage.clone(), header.serial));
+        let items: Vec<Item> = view
+            .snapshot
+            .records
+            .values()
+            .map(|e| item_of(&e.record))
+            .collect();
+        state::assemble_bytes(&header, &items)
     }
 
     /// Write `doc` as conditional record writes of what differs from the base.
@@ -245,7 +340,7 @@ impl Session {
     /// gathered in the report, and the base advances only for what landed.
     pub async fn write_state(&self, doc: &[u8]) -> Result<WriteReport, SessionError> {
         let split = state::parse(doc)?;
-        let mut base = self.base.lock().await;
+        let mut view = self.view.lock().await;
         let writer = Writer {
             run_id: self.run.run_id.clone(),
             written_at: now_rfc3339(),
@@ -264,7 +359,7 @@ impl Session {
         let mut ops = Vec::new();
         for (key, record) in wanted.iter() {
             let digest = record.content_digest();
-            match base.records.get(key) {
+            match view.base.get(key) {
                 Some(entry) if entry.digest == digest => report.unchanged += 1,
                 Some(entry) => ops.push(Op::Put {
                     key: key.clone(),
@@ -280,11 +375,11 @@ impl Session {
                 }),
             }
         }
-        for (key, entry) in base.records.iter() {
+        for (key, entry) in view.base.iter() {
             if !wanted.contains_key(key) {
                 ops.push(Op::Delete {
                     key: key.clone(),
-                    address: entry.record.address.clone(),
+                    address: entry.address.clone(),
                     expected: entry.version.clone(),
                 });
             }
@@ -293,8 +388,8 @@ impl Session {
             return Ok(report);
         }
         self.check_guard().await?;
-        if base.estate.is_none() {
-            base.estate = Some(self.ensure_estate(&split.lineage).await?);
+        if view.snapshot.estate.is_none() {
+            view.snapshot.estate = Some(self.ensure_estate(&split.lineage).await?);
         }
         let results: Vec<Result<Done, SessionError>> = stream::iter(ops)
             .map(|op| self.apply(op))
@@ -304,7 +399,10 @@ impl Session {
         let mut first_error = None;
         for result in results {
             match result {
-                Ok(done) => report.absorb(advance(&mut base, done)),
+                Ok(done) => {
+                    let done = self.excuse(&view, done);
+                    report.absorb(advance(&mut view, done));
+                }
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
@@ -318,11 +416,36 @@ impl Session {
             &mut report.updated,
             &mut report.deleted,
             &mut report.already_gone,
+            &mut report.skipped,
         ] {
             list.sort();
         }
         report.conflicts.sort_by(|a, b| a.address.cmp(&b.address));
         Ok(report)
+    }
+
+    /// Under a saved plan, a failed write of a record the plan does not change is skipped, not a conflict.
+    fn excuse(&self, view: &View, done: Done) -> Done {
+        let Some(pin) = &view.pin else { return done };
+        match done {
+            Done::Put {
+                key,
+                conflict: Some(c),
+                ..
+            } if !pin.changes.contains(&key) => Done::Skipped {
+                key,
+                address: c.address,
+            },
+            Done::Delete {
+                key,
+                conflict: Some(c),
+                ..
+            } if !pin.changes.contains(&key) => Done::Skipped {
+                key,
+                address: c.address,
+            },
+            other => other,
+        }
     }
 
     fn record_of(&self, item: Item, writer: &Writer) -> Record {
@@ -463,9 +586,13 @@ impl Session {
 }
 
 /// Advance the base for one finished write and say what it did.
-fn advance(base: &mut Snapshot, done: Done) -> WriteReport {
+fn advance(view: &mut View, done: Done) -> WriteReport {
     let mut report = WriteReport::default();
     match done {
+        Done::Skipped { key, address } => {
+            tracing::info!(key = %key, "skipped a record the saved plan does not change: another run moved it");
+            report.skipped.push(address);
+        }
         Done::Put {
             conflict: Some(c), ..
         }
@@ -480,7 +607,15 @@ fn advance(base: &mut Snapshot, done: Done) -> WriteReport {
         } => {
             if let Some(entry) = entry {
                 let address = entry.record.address.clone();
-                base.records.insert(key, *entry);
+                view.base.insert(
+                    key.clone(),
+                    BaseRef {
+                        address: address.clone(),
+                        version: entry.version.clone(),
+                        digest: entry.digest.clone(),
+                    },
+                );
+                view.snapshot.records.insert(key, *entry);
                 if created {
                     report.created.push(address);
                 } else {
@@ -494,7 +629,8 @@ fn advance(base: &mut Snapshot, done: Done) -> WriteReport {
             gone,
             conflict: None,
         } => {
-            base.records.remove(&key);
+            view.base.remove(&key);
+            view.snapshot.records.remove(&key);
             if gone {
                 report.already_gone.push(address);
             } else {
@@ -573,8 +709,8 @@ pub fn serial_of(lineage: &str, snapshot: &Snapshot) -> u64 {
     (u64::from_be_bytes(n) & ((1 << 52) - 1)) + 1
 }
 
-/// The state document of a snapshot.
-pub fn document_of(layout: &Layout, snapshot: &Snapshot) -> Vec<u8> {
+/// The header of a snapshot's document: its lineage and serial (or those given), and terraform version.
+pub fn header_of(layout: &Layout, snapshot: &Snapshot, fixed: Option<(String, u64)>) -> Header {
     let lineage = snapshot
         .estate
         .as_ref()
@@ -586,17 +722,18 @@ pub fn document_of(layout: &Layout, snapshot: &Snapshot) -> Vec<u8> {
         .filter_map(|e| e.record.writer.terraform_version.clone())
         .min_by(|a, b| compare_versions(a, b))
         .unwrap_or_else(|| FALLBACK_TERRAFORM_VERSION.into());
-    let items: Vec<Item> = snapshot
-        .records
-        .values()
-        .map(|e| item_of(&e.record))
-        .collect();
-    let header = Header {
-        serial: serial_of(&lineage, snapshot),
-        lineage,
-        terraform_version,
-    };
-    state::assemble_bytes(&header, &items)
+    match fixed {
+        Some((lineage, serial)) => Header {
+            lineage,
+            serial,
+            terraform_version,
+        },
+        None => Header {
+            serial: serial_of(&lineage, snapshot),
+            lineage,
+            terraform_version,
+        },
+    }
 }
 
 /// The state item a record holds.

@@ -13,12 +13,138 @@ use super::CliError;
 use crate::config::{LiveConfig, check_http_backend};
 use crate::http_backend::{self, Backend, NO_LOCK, RunSummary};
 use crate::layout::Layout;
+use crate::plan_stamp::{PlanRefused, PlanStamp};
 use crate::program::ProgramStamp;
 use crate::session::{RunInfo, Session};
 use crate::store;
 
 /// Exit status when a record write met another run's newer record.
 pub const EXIT_CONFLICT: i32 = 4;
+/// Exit status when a saved plan is refused (its changes moved, or it has no stamp), as choudoufu uses.
+pub const EXIT_PLAN_REFUSED: i32 = 3;
+
+/// Flags of terraform's plan and apply that take their value as the next argument.
+const VALUE_FLAGS: &[&str] = &[
+    "-var",
+    "-var-file",
+    "-target",
+    "-replace",
+    "-lock-timeout",
+    "-parallelism",
+    "-state",
+    "-state-out",
+    "-backup",
+    "-out",
+    "-generate-config-out",
+];
+
+/// What a run does with saved plans.
+#[derive(Debug, PartialEq, Eq)]
+enum PlanMode {
+    /// Neither makes nor applies one.
+    None,
+    /// `plan -out=FILE`: stamp FILE afterwards.
+    Save(PathBuf),
+    /// `apply FILE`: check FILE's stamp first.
+    Apply(PathBuf),
+}
+
+/// The arguments after the subcommand.
+fn after_subcommand(args: &[String]) -> &[String] {
+    match args.iter().position(|a| !a.starts_with('-')) {
+        Some(i) => &args[i + 1..],
+        None => &[],
+    }
+}
+
+fn plan_mode(args: &[String], base: &Path) -> PlanMode {
+    let rest = after_subcommand(args);
+    match subcommand(args) {
+        Some("plan") => {
+            let mut it = rest.iter();
+            while let Some(a) = it.next() {
+                if let Some(f) = a.strip_prefix("-out=") {
+                    return PlanMode::Save(base.join(f));
+                }
+                if a == "-out" {
+                    if let Some(f) = it.next() {
+                        return PlanMode::Save(base.join(f));
+                    }
+                }
+            }
+            PlanMode::None
+        }
+        Some("apply") => {
+            let mut positional = Vec::new();
+            let mut it = rest.iter();
+            while let Some(a) = it.next() {
+                if a.starts_with('-') {
+                    if VALUE_FLAGS.contains(&a.as_str()) {
+                        it.next();
+                    }
+                } else {
+                    positional.push(a);
+                }
+            }
+            match positional.as_slice() {
+                [one] => PlanMode::Apply(base.join(one)),
+                _ => PlanMode::None,
+            }
+        }
+        _ => PlanMode::None,
+    }
+}
+
+/// Terraform's own working folder: `-chdir=DIR` or the current folder.
+fn terraform_dir(args: &[String]) -> PathBuf {
+    args.iter()
+        .take_while(|a| a.starts_with('-'))
+        .find_map(|a| a.strip_prefix("-chdir="))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// The record keys a saved plan changes, read with `terraform show -json`.
+async fn plan_changes(
+    program: &str,
+    args: &[String],
+    plan: &Path,
+    layout: &Layout,
+) -> Result<std::collections::BTreeSet<String>, CliError> {
+    let mut cmd = Command::new(program);
+    if let Some(chdir) = args
+        .iter()
+        .take_while(|a| a.starts_with('-'))
+        .find(|a| a.starts_with("-chdir="))
+    {
+        cmd.arg(chdir);
+    }
+    let abs = std::fs::canonicalize(plan)
+        .map_err(|e| format!("cannot read the plan {}: {e}", plan.display()))?;
+    let out = cmd
+        .args(["show", "-json"])
+        .arg(&abs)
+        // `show` of a plan file reads no state; an address that answers nothing keeps it that way.
+        .env(
+            "TF_HTTP_ADDRESS",
+            "http://127.0.0.1:9/choudoufu-live-show-reads-no-state",
+        )
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot start {program} show: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{program} show -json {} failed: {}",
+            plan.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .map_err(|e| format!("{program} show -json gave no JSON: {e}"))?;
+    Ok(crate::plan_stamp::planned_changes(layout, &json)?)
+}
 
 /// Run terraform or tofu with the state served from the estate's records.
 ///
@@ -76,7 +202,31 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     let layout = Layout::new(config.estate.clone());
     let run = RunInfo::new(ProgramStamp::detect(&root));
     let guard = store::guard_for(&config.store, &store);
-    let session = Session::new(store, layout, run).with_guard(guard);
+    let store_name = store.describe();
+    let session = Session::new(store, layout.clone(), run).with_guard(guard);
+    let plan = plan_mode(rest, &terraform_dir(rest));
+    if let PlanMode::Apply(file) = &plan {
+        let refused = |e: PlanRefused| {
+            eprintln!("choudoufu-live: {e}");
+            Ok(EXIT_PLAN_REFUSED)
+        };
+        let stamp = match PlanStamp::load(file, &layout, &store_name) {
+            Ok(s) => s,
+            Err(e) => return refused(e.into()),
+        };
+        let changes = plan_changes(program, rest, file, &layout).await?;
+        session.refresh().await?;
+        match stamp.check(&changes, &session.snapshot().await) {
+            Ok(pin) => {
+                tracing::info!(
+                    changes = changes.len(),
+                    "the saved plan's changes have not moved"
+                );
+                session.pin(pin).await;
+            }
+            Err(e) => return refused(e.into()),
+        }
+    }
     let backend = Backend::new(session);
     let server = http_backend::serve(backend.clone()).await?;
     tracing::info!(url = %server.state_url(), estate = %config.estate, "serving state for this run");
@@ -115,6 +265,11 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     server.stop().await;
     let summary = backend.summary();
     print_summary(&config, &summary);
+    if let PlanMode::Save(file) = &plan {
+        if matches!(status.code(), Some(0) | Some(2)) && file.is_file() {
+            stamp_plan(&backend, &layout, &store_name, file).await?;
+        }
+    }
     let code = match status.code() {
         Some(code) => code,
         None => {
@@ -126,6 +281,33 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
         return Ok(EXIT_CONFLICT);
     }
     Ok(code)
+}
+
+async fn stamp_plan(
+    backend: &Backend,
+    layout: &Layout,
+    store: &str,
+    file: &Path,
+) -> Result<(), CliError> {
+    let session = backend.session();
+    let Some(served) = session.served().await else {
+        eprintln!(
+            "choudoufu-live: the plan read no state through this run, so it has no stamp; applying it will be refused"
+        );
+        return Ok(());
+    };
+    let plan_bytes =
+        std::fs::read(file).map_err(|e| format!("cannot read the plan {}: {e}", file.display()))?;
+    let stamp = PlanStamp::new(layout, store, &plan_bytes, served, session.base().await);
+    let path = stamp
+        .save(file)
+        .map_err(|e| format!("cannot write the plan stamp beside {}: {e}", file.display()))?;
+    eprintln!(
+        "choudoufu-live: stamped the plan with the {} record version(s) it read: {}",
+        stamp.records.len(),
+        path.display()
+    );
+    Ok(())
 }
 
 fn list(names: &std::collections::BTreeSet<String>) -> String {
@@ -152,6 +334,13 @@ fn print_summary(config: &LiveConfig, s: &RunSummary) {
         }
     }
     parts.push(format!("{} unchanged", s.unchanged));
+    if !s.skipped.is_empty() {
+        parts.push(format!(
+            "{} skipped: not changed by the plan, moved by another run ({})",
+            s.skipped.len(),
+            list(&s.skipped)
+        ));
+    }
     eprintln!(
         "choudoufu-live: estate {}: records {}",
         config.estate,

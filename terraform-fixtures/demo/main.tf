@@ -40,3 +40,14 @@ resource "terraform_data" "dns" {
     command = "echo \"dns start $(date +%s.%N)\" >> ${var.trace_file}; sleep ${var.sleep_seconds}; echo \"dns end $(date +%s.%N)\" >> ${var.trace_file}"
   }
 }
+
+# An optional third resource, for plans that create one.
+variable "with_extra" {
+  type    = bool
+  default = false
+}
+
+resource "terraform_data" "extra" {
+  count = var.with_extra ? 1 : 0
+  input = "extra"
+}
