@@ -358,6 +358,7 @@ fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError
                     "endpoint",
                     "use_path_style",
                     "kms_key_id",
+                    "skip_bucket_checks",
                 ],
                 what,
             )?;
@@ -375,6 +376,9 @@ fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError
                 endpoint: ctx.string(body, "endpoint", what)?,
                 use_path_style: ctx.boolean(body, "use_path_style", what)?,
                 kms_key_id: ctx.string(body, "kms_key_id", what)?,
+                skip_bucket_checks: ctx
+                    .boolean(body, "skip_bucket_checks", what)?
+                    .unwrap_or(false),
             }))
         }
         other => Err(ctx.invalid(

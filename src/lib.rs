@@ -4,11 +4,13 @@
 //! HTTP; the front doors translate their protocol and call it.
 
 pub mod address;
+pub mod bucket;
 pub mod cli;
 pub mod config;
 pub mod digest;
 pub mod error;
 pub mod http_backend;
+pub mod iam;
 pub mod layout;
 pub mod logging;
 pub mod plan_stamp;

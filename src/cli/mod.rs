@@ -1,5 +1,7 @@
 //! The command line: `records`, and the commands that grow around it.
 
+pub mod bucket;
+pub mod iam;
 pub mod records;
 pub mod run;
 
@@ -37,6 +39,12 @@ pub enum Command {
     Records(records::RecordsCommand),
     /// Run terraform or tofu with the state served from the estate's records.
     Run(run::RunArgs),
+    /// Check or set up the S3 record store bucket's safety settings.
+    #[command(subcommand)]
+    Bucket(bucket::BucketCommand),
+    /// Print or apply the IAM policy of a role scoped to one estate.
+    #[command(subcommand)]
+    Iam(iam::IamCommand),
 }
 
 /// Exit status for an error before or outside terraform (config, store, input).
@@ -47,6 +55,8 @@ pub async fn main(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Records(cmd) => records::run(&cli.root, cmd).await,
         Command::Run(args) => run::run(&cli.root, args).await,
+        Command::Bucket(cmd) => bucket::run(&cli.root, cmd).await,
+        Command::Iam(cmd) => iam::run(&cli.root, cmd).await,
     };
     match result {
         Ok(code) => code,

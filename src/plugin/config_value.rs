@@ -98,6 +98,17 @@ fn string(attrs: &Attrs, name: &str) -> Result<Option<String>, String> {
     }
 }
 
+fn boolean(attrs: &Attrs, name: &str) -> Result<Option<bool>, String> {
+    match attrs.get(name) {
+        None | Some(Attr::Null) => Ok(None),
+        Some(Attr::Bool(b)) => Ok(Some(*b)),
+        Some(Attr::Unknown) => Err(format!(
+            "`{name}` is not known until apply; a state store needs it now"
+        )),
+        Some(_) => Err(format!("`{name}` must be true or false")),
+    }
+}
+
 /// Interpret the attributes (`allow_unknown`: validation passes over values not known yet).
 pub fn interpret(attrs: &Attrs, allow_unknown: bool) -> Result<Option<StoreConfig>, String> {
     if allow_unknown && attrs.values().any(|a| *a == Attr::Unknown) {
@@ -124,17 +135,15 @@ pub fn interpret(attrs: &Attrs, allow_unknown: bool) -> Result<Option<StoreConfi
             let bucket = string(attrs, "bucket")?
                 .filter(|b| !b.is_empty())
                 .ok_or_else(|| "store \"s3\" needs `bucket`".to_string())?;
-            let use_path_style = match attrs.get("use_path_style") {
-                None | Some(Attr::Null) => None,
-                Some(Attr::Bool(b)) => Some(*b),
-                Some(_) => return Err("`use_path_style` must be true or false".into()),
-            };
+            let use_path_style = boolean(attrs, "use_path_style")?;
+            let skip_bucket_checks = boolean(attrs, "skip_bucket_checks")?.unwrap_or(false);
             StoreSettings::S3(S3Settings {
                 bucket,
                 region: string(attrs, "region")?,
                 endpoint: string(attrs, "endpoint")?,
                 use_path_style,
                 kms_key_id: string(attrs, "kms_key_id")?,
+                skip_bucket_checks,
             })
         }
         other => return Err(format!("unknown store {other:?}; use \"local\" or \"s3\"")),

@@ -177,7 +177,13 @@ pub fn store_schema() -> pb::Schema {
                     "kms_key_id",
                     "string",
                     false,
-                    "s3: a KMS key for server-side encryption.",
+                    "s3: a KMS key for server-side encryption (aws:kms); without it records use AES256.",
+                ),
+                attribute(
+                    "skip_bucket_checks",
+                    "bool",
+                    false,
+                    "s3: UNSAFE: skip the bucket safety check (versioning, noncurrent-version expiry, public access block) before the first write.",
                 ),
             ],
             ..Default::default()

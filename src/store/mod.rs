@@ -161,10 +161,14 @@ pub async fn put_conditional(
 
 /// The safety check a store kind makes before a run's first write, if any.
 pub fn guard_for(
-    _settings: &crate::config::StoreSettings,
+    settings: &crate::config::StoreSettings,
     _store: &DynStore,
 ) -> Option<Arc<dyn crate::session::WriteGuard>> {
-    None
+    match settings {
+        crate::config::StoreSettings::S3(s3) => crate::bucket::guard_for_s3(s3)
+            .map(|g| Arc::new(g) as Arc<dyn crate::session::WriteGuard>),
+        crate::config::StoreSettings::Local { .. } => None,
+    }
 }
 
 /// Open the record store a root's settings name (relative local paths are taken from `root`).

@@ -26,8 +26,10 @@ pub struct S3Settings {
     pub endpoint: Option<String>,
     /// Path-style addressing; defaults to true when an endpoint is set.
     pub use_path_style: Option<bool>,
-    /// A KMS key for server-side encryption.
+    /// A KMS key for server-side encryption (`aws:kms`); without it records use `AES256`.
     pub kms_key_id: Option<String>,
+    /// Skip the bucket safety check before the first write (unsafe; logs a warning).
+    pub skip_bucket_checks: bool,
 }
 
 /// Records in an S3 bucket.
@@ -137,11 +139,12 @@ impl S3Store {
             if let Some(estate) = estate_of(key) {
                 req = req.tagging(format!("tofu-estate={}", urlencode(estate)));
             }
-            if let Some(kms) = &self.kms_key_id {
-                req = req
+            req = match &self.kms_key_id {
+                Some(kms) => req
                     .server_side_encryption(ServerSideEncryption::AwsKms)
-                    .ssekms_key_id(kms);
-            }
+                    .ssekms_key_id(kms),
+                None => req.server_side_encryption(ServerSideEncryption::Aes256),
+            };
             req = match expected {
                 None => req.if_none_match("*"),
                 Some(v) => req.if_match(&v.token),

@@ -40,6 +40,7 @@ pub fn s3_settings(bucket: &str) -> S3Settings {
         endpoint: Some(s3_endpoint()),
         use_path_style: Some(true),
         kms_key_id: None,
+        skip_bucket_checks: false,
     }
 }
 
@@ -54,6 +55,10 @@ pub async fn s3_store(tag: &str) -> (S3Store, String) {
         .send()
         .await
         .expect("create bucket on moto");
+    // The run wrapper and plugin check the bucket before the first write: make it safe.
+    choudoufu_live::bucket::setup(store.client(), &bucket)
+        .await
+        .expect("bucket setup on moto");
     (store, bucket)
 }
 
