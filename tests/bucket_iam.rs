@@ -294,10 +294,12 @@ async fn the_run_wrapper_refuses_an_unsafe_bucket_and_writes_nothing() {
             endpoint: common::s3_endpoint(),
         },
     );
-    let _turn = turn();
-    let init = root.run(&["init", "-input=false"]);
-    assert!(init.status.success(), "{}", text(&init.stderr));
-    let apply = root.run(&["apply", "-auto-approve", "-input=false"]);
+    let apply = {
+        let _turn = turn();
+        let init = root.run(&["init", "-input=false"]);
+        assert!(init.status.success(), "{}", text(&init.stderr));
+        root.run(&["apply", "-auto-approve", "-input=false"])
+    };
     let all = format!("{}{}", text(&apply.stdout), text(&apply.stderr));
     assert!(!apply.status.success(), "{all}");
     assert!(all.contains("UnsafeRecordStore"), "{all}");
