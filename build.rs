@@ -6,6 +6,7 @@ fn main() {
         "plugin/grpc_controller.proto",
         "plugin/grpc_stdio.proto",
         "plugin/grpc_broker.proto",
+        "choudoufu/live/v1/live.proto",
     ];
     for p in &protos {
         println!("cargo:rerun-if-changed=proto/{p}");

@@ -1,5 +1,6 @@
 //! The plugin as terraform sees it: the go-plugin handshake, AutoMTLS, and the state-store RPCs.
 
+mod choudoufu;
 mod host;
 
 use std::time::Duration;

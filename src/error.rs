@@ -208,6 +208,24 @@ pub struct UnsafeRecordStore {
     pub problems: Vec<String>,
 }
 
+/// A change refused before its provider call: it, or something it depends on, is in flight in another live run.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error(
+    "InFlightDependencyError: {address} cannot change now: {blocked_by} is being changed ({operation} since {since}) by run {other_run}, which is still alive. Nothing was changed and no provider was called; apply again once that run has ended."
+)]
+pub struct InFlightDependencyError {
+    /// The resource this run wanted to change.
+    pub address: String,
+    /// The resource in flight (the same address, or a dependency).
+    pub blocked_by: String,
+    /// The other run.
+    pub other_run: String,
+    /// What the other run is doing.
+    pub operation: String,
+    /// Since when.
+    pub since: String,
+}
+
 /// Why a session could not read or write the estate.
 #[derive(Debug, Error)]
 pub enum SessionError {

@@ -60,6 +60,12 @@ pub enum KeyKind {
     Resource,
     /// A root output record.
     Output,
+    /// A pending-operation mark (`p/<address>`).
+    Pending,
+    /// A run's liveness record (`runs/<run id>`).
+    Run,
+    /// A default provider's record (`d/<address>`).
+    Provider,
     /// Something this layout does not write.
     Unknown,
 }
@@ -101,6 +107,21 @@ impl Layout {
         format!("{}o/{}", self.prefix(), key_segment(name))
     }
 
+    /// The pending-operation mark of an address.
+    pub fn pending_key(&self, address: &str) -> String {
+        format!("{}p/{}", self.prefix(), key_segment(address))
+    }
+
+    /// The liveness record of a run.
+    pub fn run_key(&self, run_id: &str) -> String {
+        format!("{}runs/{}", self.prefix(), key_segment(run_id))
+    }
+
+    /// The record of a default provider configuration.
+    pub fn provider_key(&self, address: &str) -> String {
+        format!("{}d/{}", self.prefix(), key_segment(address))
+    }
+
     /// What `key` holds, or `None` when it lies outside this estate's prefix.
     pub fn classify(&self, key: &str) -> Option<KeyKind> {
         let rest = key.strip_prefix(&self.prefix())?;
@@ -110,6 +131,12 @@ impl Layout {
             KeyKind::Resource
         } else if rest.strip_prefix("o/").is_some_and(valid_segment) {
             KeyKind::Output
+        } else if rest.strip_prefix("p/").is_some_and(valid_segment) {
+            KeyKind::Pending
+        } else if rest.strip_prefix("runs/").is_some_and(valid_segment) {
+            KeyKind::Run
+        } else if rest.strip_prefix("d/").is_some_and(valid_segment) {
+            KeyKind::Provider
         } else {
             KeyKind::Unknown
         })

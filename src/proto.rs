@@ -10,3 +10,8 @@ pub mod tfplugin6 {
 pub mod plugin {
     tonic::include_proto!("plugin");
 }
+
+/// choudoufu.live.v1: the record-level protocol for the patched tofu.
+pub mod live {
+    tonic::include_proto!("choudoufu.live.v1");
+}

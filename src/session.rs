@@ -654,7 +654,10 @@ pub async fn read_snapshot(
             Some(KeyKind::Unknown) | None => {
                 tracing::warn!(key = %item.key, "ignoring a key this layout does not write");
             }
-            Some(kind) => wanted.push((item.key, kind)),
+            Some(kind @ (KeyKind::Estate | KeyKind::Resource | KeyKind::Output)) => {
+                wanted.push((item.key, kind))
+            }
+            Some(_) => {} // marks, runs and provider records are not state
         }
     }
     let fetched: Vec<Result<_, SessionError>> = stream::iter(wanted)

@@ -66,10 +66,10 @@ fn plan_mode(args: &[String], base: &Path) -> PlanMode {
                 if let Some(f) = a.strip_prefix("-out=") {
                     return PlanMode::Save(base.join(f));
                 }
-                if a == "-out" {
-                    if let Some(f) = it.next() {
-                        return PlanMode::Save(base.join(f));
-                    }
+                if a == "-out"
+                    && let Some(f) = it.next()
+                {
+                    return PlanMode::Save(base.join(f));
                 }
             }
             PlanMode::None
@@ -265,10 +265,11 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     server.stop().await;
     let summary = backend.summary();
     print_summary(&config, &summary);
-    if let PlanMode::Save(file) = &plan {
-        if matches!(status.code(), Some(0) | Some(2)) && file.is_file() {
-            stamp_plan(&backend, &layout, &store_name, file).await?;
-        }
+    if let PlanMode::Save(file) = &plan
+        && matches!(status.code(), Some(0) | Some(2))
+        && file.is_file()
+    {
+        stamp_plan(&backend, &layout, &store_name, file).await?;
     }
     let code = match status.code() {
         Some(code) => code,

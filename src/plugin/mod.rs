@@ -3,6 +3,7 @@
 pub mod config_value;
 pub mod goplugin;
 pub mod handshake;
+pub mod live;
 pub mod state_store;
 pub mod tls;
 
@@ -21,6 +22,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Server;
 use tonic::transport::server::Connected;
 
+use crate::proto::live::live_server::LiveServer;
 use crate::proto::plugin::grpc_broker_server::GrpcBrokerServer;
 use crate::proto::plugin::grpc_controller_server::GrpcControllerServer;
 use crate::proto::plugin::grpc_stdio_server::GrpcStdioServer;
@@ -151,6 +153,9 @@ pub async fn serve(env: HostEnv) -> Result<(), PluginError> {
         .set_service_status("plugin", tonic_health::ServingStatus::Serving)
         .await;
     let root = std::env::current_dir()?;
+    let live = LiveServer::new(live::LiveService::new(root.clone()))
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
     let provider = ProviderServer::new(state_store::StateStoreProvider::new(root))
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
@@ -161,7 +166,8 @@ pub async fn serve(env: HostEnv) -> Result<(), PluginError> {
         }))
         .add_service(GrpcStdioServer::new(goplugin::Stdio))
         .add_service(GrpcBrokerServer::new(goplugin::Broker))
-        .add_service(provider);
+        .add_service(provider)
+        .add_service(live);
 
     let (tx, rx) = mpsc::channel::<std::io::Result<Conn>>(16);
     let acceptor = tls.as_ref().map(|(a, _)| a.clone());
