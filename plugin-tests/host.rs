@@ -182,6 +182,7 @@ impl<'a> Launch<'a> {
             "AWS_SECRET_ACCESS_KEY",
             "AWS_REGION",
             "AWS_EC2_METADATA_DISABLED",
+            "CHOUDOUFU_CUT",
         ] {
             if let Ok(v) = std::env::var(k) {
                 c.env(k, v);

@@ -447,6 +447,9 @@ impl BucketGuard {
 #[async_trait::async_trait]
 impl WriteGuard for BucketGuard {
     async fn check(&self) -> Result<(), UnsafeRecordStore> {
+        if crate::cut::cut("bucket-check") {
+            return Ok(());
+        }
         let store = S3Store::connect(&self.settings).await;
         match check(store.client(), &self.settings).await {
             Ok(report) => match report.unsafe_error() {

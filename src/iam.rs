@@ -115,7 +115,11 @@ pub fn policy(estate: &EstateName, bucket: &str, region: Option<&str>) -> Value 
             "Sid": "EstateRecordObjects",
             "Effect": "Allow",
             "Action": RECORD_OBJECT_ACTIONS,
-            "Resource": format!("arn:aws:s3:::{bucket}/{prefix}*"),
+            "Resource": if crate::cut::cut("policy-scope") {
+                format!("arn:aws:s3:::{bucket}/*")
+            } else {
+                format!("arn:aws:s3:::{bucket}/{prefix}*")
+            },
         }),
         json!({
             "Sid": "EstateRecordListing",

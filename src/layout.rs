@@ -89,6 +89,9 @@ impl Layout {
 
     /// `tofu-records/<estate>/`, with the slash, so `prod` never lists `prod-eu`.
     pub fn prefix(&self) -> String {
+        if crate::cut::cut("estate-prefix") {
+            return ROOT_PREFIX.to_string();
+        }
         format!("{ROOT_PREFIX}{}/", self.estate)
     }
 

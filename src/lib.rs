@@ -7,6 +7,7 @@ pub mod address;
 pub mod bucket;
 pub mod cli;
 pub mod config;
+pub mod cut;
 pub mod digest;
 pub mod error;
 pub mod http_backend;

@@ -69,6 +69,9 @@ pub async fn run_alive(
     layout: &Layout,
     run_id: &str,
 ) -> Result<bool, StoreError> {
+    if crate::cut::cut("takeover") {
+        return Ok(true);
+    }
     let Some(stored) = store.get(&layout.run_key(run_id)).await? else {
         return Ok(false);
     };
@@ -213,6 +216,7 @@ pub async fn begin_change(
     for dep in dependencies.iter().filter(|d| d.as_str() != address) {
         if let Some((mark, _)) = read_mark(store, &layout.pending_key(dep)).await?
             && mark.run_id != run_id
+            && !crate::cut::cut("pending-marks")
             && run_alive(store, layout, &mark.run_id).await?
         {
             return Ok(Err(InFlightDependencyError {

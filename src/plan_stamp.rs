@@ -155,6 +155,23 @@ impl PlanStamp {
         store: &str,
     ) -> Result<PlanStamp, UnstampedPlanError> {
         let path = stamp_path(plan);
+        if crate::cut::cut("stamp-check") {
+            if let Some(stamp) = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+            {
+                return Ok(stamp);
+            }
+            return Ok(PlanStamp {
+                format: STAMP_FORMAT.into(),
+                estate: layout.estate().to_string(),
+                store: store.to_string(),
+                plan_sha256: String::new(),
+                lineage: String::new(),
+                serial: 0,
+                records: BTreeMap::new(),
+            });
+        }
         let bytes = std::fs::read(&path).map_err(|e| UnstampedPlanError {
             reason: format!(
                 "the plan {} has no stamp ({}: {e})",
@@ -222,7 +239,7 @@ impl PlanStamp {
                 });
             }
         }
-        if !moved.is_empty() {
+        if !moved.is_empty() && !crate::cut::cut("stamp-check") {
             moved.sort_by(|a, b| a.address.cmp(&b.address));
             return Err(PlanMovedError { moved });
         }

@@ -170,6 +170,9 @@ fn build(
 
 /// Decide a delete of an undeclared resource: keep a newer program's, refuse another estate's.
 fn delete_rule(layout: &Layout, run: &RunInfo, stored: &Record) -> Option<Outcome> {
+    if crate::cut::cut("delete-rule") {
+        return None;
+    }
     if stored.program.is_newer_than(&run.program) {
         return Some(Outcome::Kept(format!(
             "kept {}: it was written by a newer program ({}) than this run's ({}); an older checkout does not delete a newer one's resource",
@@ -222,7 +225,11 @@ async fn write_one(
             };
             match put_conditional(store.as_ref(), &key, &bytes, expected.as_ref()).await? {
                 WriteOutcome::Written(v) => Outcome::Written(v),
-                WriteOutcome::Conflict(c) if w.kind == Kind::Provider && expected.is_none() => {
+                WriteOutcome::Conflict(c)
+                    if w.kind == Kind::Provider
+                        && expected.is_none()
+                        && !crate::cut::cut("provider-id") =>
+                {
                     // Two first runs: the same provider ID is the same record.
                     let same = match store.get(&key).await? {
                         Some(s) => serde_json::from_slice::<ProviderRecord>(&s.bytes)

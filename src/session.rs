@@ -292,6 +292,9 @@ impl Session {
 
     /// Pin the write base to what a saved plan read; its lineage and serial are served from now on.
     pub async fn pin(&self, pin: Pin) {
+        if crate::cut::cut("pin") {
+            return;
+        }
         let mut view = self.view.lock().await;
         view.base = pin.base.clone();
         view.pin = Some(pin);
@@ -360,7 +363,9 @@ impl Session {
         for (key, record) in wanted.iter() {
             let digest = record.content_digest();
             match view.base.get(key) {
-                Some(entry) if entry.digest == digest => report.unchanged += 1,
+                Some(entry) if entry.digest == digest && !crate::cut::cut("diff") => {
+                    report.unchanged += 1
+                }
                 Some(entry) => ops.push(Op::Put {
                     key: key.clone(),
                     record: Box::new(record.clone()),

@@ -188,7 +188,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     let Some((program, rest)) = args.command.split_first() else {
         return Err("run needs a command: choudoufu-live run -- terraform apply".into());
     };
-    if subcommand(rest) == Some("force-unlock") {
+    if subcommand(rest) == Some("force-unlock") && !crate::cut::cut("no-lock") {
         println!("{NO_LOCK}");
         println!(
             "Nothing was changed: a run that was stopped leaves nothing held, so there is nothing to unlock."
@@ -198,6 +198,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     let root = effective_root(root, rest);
     let config = LiveConfig::load(&root)?;
     check_http_backend(&root)?;
+    let _stock_lock = stock_lock_if_cut(&config).await?;
     let store = store::open(&config.store, &root).await;
     let layout = Layout::new(config.estate.clone());
     let run = RunInfo::new(ProgramStamp::detect(&root));
@@ -309,6 +310,44 @@ async fn stamp_plan(
         path.display()
     );
     Ok(())
+}
+
+/// With the `estate-lock` mechanism cut (tests only), hold a stock-style lock file for the whole run.
+async fn stock_lock_if_cut(config: &LiveConfig) -> Result<Option<StockLock>, CliError> {
+    if !crate::cut::cut("estate-lock") {
+        return Ok(None);
+    }
+    let path = std::env::temp_dir().join(format!("choudoufu-cut-estate-lock-{}", config.estate));
+    let started = std::time::Instant::now();
+    loop {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+        {
+            Ok(_) => return Ok(Some(StockLock(path))),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if started.elapsed() > std::time::Duration::from_secs(60) {
+                    return Err(format!(
+                        "Error acquiring the state lock: {} is held",
+                        path.display()
+                    )
+                    .into());
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A stock-style lock file, removed when the run ends normally (a killed run leaves it).
+struct StockLock(PathBuf);
+
+impl Drop for StockLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn list(names: &std::collections::BTreeSet<String>) -> String {
