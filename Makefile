@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 export CHECKPOINT_DISABLE := 1
 
-.PHONY: all build test demo lint clean
+.PHONY: all build test demo lint clean prove-claims
 
 all: build
 
@@ -17,6 +17,10 @@ test:
 ## make demo: two terraform applies on one root at once, on the local record store; no cloud needed.
 demo: build
 	scripts/demo
+
+## make prove-claims: each claim's test as is and with its mechanism cut out; rewrites docs/claims.md.
+prove-claims:
+	scripts/with-moto scripts/prove-claims
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -12,6 +12,13 @@ use aws_sdk_s3::types::ServerSideEncryption;
 use super::{Conflict, Listed, Page, RecordStore, Stored, Version, WriteOutcome};
 use crate::error::StoreError;
 
+/// How many tries one store call gets (the SDK's standard retry, with backoff).
+pub const MAX_ATTEMPTS: u32 = 8;
+/// How long one try may take before it is abandoned and tried again.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Environment variable that sets the per-try timeout in milliseconds.
+pub const ATTEMPT_TIMEOUT_ENV: &str = "CHOUDOUFU_S3_ATTEMPT_TIMEOUT_MS";
+
 /// How often a write answered 409 `ConditionalRequestConflict` is tried again.
 const CONFLICT_RETRIES: u32 = 6;
 
@@ -49,9 +56,21 @@ impl S3Store {
             loader = loader.region(Region::new(region.clone()));
         }
         let shared = loader.load().await;
+        let attempt_timeout = std::env::var(ATTEMPT_TIMEOUT_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(DEFAULT_ATTEMPT_TIMEOUT, Duration::from_millis);
         let mut builder = aws_sdk_s3::config::Builder::from(&shared)
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
-            .response_checksum_validation(ResponseChecksumValidation::WhenRequired);
+            .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+            .retry_config(
+                aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS),
+            )
+            .timeout_config(
+                aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+                    .operation_attempt_timeout(attempt_timeout)
+                    .build(),
+            );
         if shared.region().is_none() {
             builder = builder.region(Region::new("us-east-1"));
         }

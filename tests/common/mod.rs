@@ -1,6 +1,7 @@
 //! Shared test setup: real peers only (a local folder, moto_server for S3, the real terraform).
 #![allow(dead_code)]
 
+pub mod fault_proxy;
 pub mod tf;
 
 use std::sync::Arc;

@@ -1,0 +1,230 @@
+//! A loopback fault proxy between a store client and moto: it forwards each HTTP request,
+//! or answers 500 / 503 SlowDown itself, resets the connection, or forwards the request
+//! and then loses the answer (the subtle one: the write landed, its answer did not).
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What the proxy does with one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    Pass,
+    Internal500,
+    SlowDown503,
+    Reset,
+    LostAnswer,
+}
+
+/// Counts of what was injected.
+#[derive(Debug, Default)]
+pub struct Counts {
+    pub requests: AtomicUsize,
+    pub internal: AtomicUsize,
+    pub slowdown: AtomicUsize,
+    pub reset: AtomicUsize,
+    pub lost: AtomicUsize,
+}
+
+impl Counts {
+    pub fn injected(&self) -> usize {
+        self.internal.load(Ordering::SeqCst)
+            + self.slowdown.load(Ordering::SeqCst)
+            + self.reset.load(Ordering::SeqCst)
+            + self.lost.load(Ordering::SeqCst)
+    }
+}
+
+/// A running proxy.
+pub struct Proxy {
+    pub endpoint: String,
+    pub counts: Arc<Counts>,
+}
+
+/// Start a proxy in front of `upstream` (host:port); `fault_rate` in percent, seeded.
+pub async fn start(upstream: String, fault_rate: u32, seed: u64) -> Proxy {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let counts = Arc::new(Counts::default());
+    let c = counts.clone();
+    let rng = Arc::new(std::sync::Mutex::new(seed));
+    tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else {
+                return;
+            };
+            let (upstream, counts, rng) = (upstream.clone(), c.clone(), rng.clone());
+            tokio::spawn(async move {
+                let _ = serve(sock, &upstream, &counts, &rng, fault_rate).await;
+            });
+        }
+    });
+    Proxy { endpoint, counts }
+}
+
+fn next(rng: &std::sync::Mutex<u64>) -> u64 {
+    let mut s = rng.lock().unwrap();
+    // xorshift64*: a small seeded generator, so a failing run can be replayed.
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    s.wrapping_mul(0x2545F4914F6CDD1D)
+}
+
+fn choose(rng: &std::sync::Mutex<u64>, rate: u32) -> Fault {
+    let roll = (next(rng) % 100) as u32;
+    if roll >= rate {
+        return Fault::Pass;
+    }
+    match next(rng) % 4 {
+        0 => Fault::Internal500,
+        1 => Fault::SlowDown503,
+        2 => Fault::Reset,
+        _ => Fault::LostAnswer,
+    }
+}
+
+/// Read one HTTP/1.1 request (head and a Content-Length body) from `sock`; None at EOF.
+async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        if let Ok(httparse::Status::Complete(head_len)) = req.parse(buf) {
+            let len = req
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| {
+                    std::str::from_utf8(h.value)
+                        .ok()?
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                })
+                .unwrap_or(0);
+            while buf.len() < head_len + len {
+                let mut chunk = [0u8; 65536];
+                let n = sock.read(&mut chunk).await?;
+                if n == 0 {
+                    return Ok(None);
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let whole: Vec<u8> = buf.drain(..head_len + len).collect();
+            return Ok(Some(whole));
+        }
+        let mut chunk = [0u8; 65536];
+        let n = sock.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Forward one request on a fresh upstream connection with `Connection: close`, and read the whole answer.
+async fn forward(upstream: &str, request: &[u8]) -> std::io::Result<Vec<u8>> {
+    let text_end = request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(request.len(), |p| p + 4);
+    let head = String::from_utf8_lossy(&request[..text_end]);
+    let mut rewritten = String::new();
+    for line in head.split("\r\n") {
+        if line.to_ascii_lowercase().starts_with("connection:") || line.is_empty() {
+            continue;
+        }
+        rewritten.push_str(line);
+        rewritten.push_str("\r\n");
+    }
+    rewritten.push_str("Connection: close\r\n\r\n");
+    let mut up = TcpStream::connect(upstream).await?;
+    up.write_all(rewritten.as_bytes()).await?;
+    up.write_all(&request[text_end..]).await?;
+    let mut answer = Vec::new();
+    up.read_to_end(&mut answer).await?;
+    Ok(answer)
+}
+
+fn error_answer(status: &str, code: &str) -> Vec<u8> {
+    let body = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>injected by the fault proxy</Message></Error>"
+    );
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Make an answer keep-alive safe: the upstream said `Connection: close`; tell the client the length instead.
+fn keep_alive(answer: Vec<u8>) -> Vec<u8> {
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(answer.len(), |p| p + 4);
+    let head = String::from_utf8_lossy(&answer[..end]);
+    let body = &answer[end..];
+    let mut out = String::new();
+    for line in head.split("\r\n") {
+        let l = line.to_ascii_lowercase();
+        if l.starts_with("connection:")
+            || l.starts_with("content-length:")
+            || l.starts_with("transfer-encoding:")
+            || line.is_empty()
+        {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut v = out.into_bytes();
+    v.extend_from_slice(body);
+    v
+}
+
+async fn serve(
+    mut sock: TcpStream,
+    upstream: &str,
+    counts: &Counts,
+    rng: &std::sync::Mutex<u64>,
+    rate: u32,
+) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some(request) = read_request(&mut sock, &mut buf).await? {
+        counts.requests.fetch_add(1, Ordering::SeqCst);
+        match choose(rng, rate) {
+            Fault::Pass => {
+                let answer = forward(upstream, &request).await?;
+                sock.write_all(&keep_alive(answer)).await?;
+            }
+            Fault::Internal500 => {
+                counts.internal.fetch_add(1, Ordering::SeqCst);
+                sock.write_all(&error_answer("500 Internal Server Error", "InternalError"))
+                    .await?;
+            }
+            Fault::SlowDown503 => {
+                counts.slowdown.fetch_add(1, Ordering::SeqCst);
+                sock.write_all(&error_answer("503 Slow Down", "SlowDown"))
+                    .await?;
+            }
+            Fault::Reset => {
+                counts.reset.fetch_add(1, Ordering::SeqCst);
+                let _ = sock.set_linger(Some(std::time::Duration::ZERO));
+                return Ok(());
+            }
+            Fault::LostAnswer => {
+                counts.lost.fetch_add(1, Ordering::SeqCst);
+                // The store applies the request; the client never hears.
+                let _ = forward(upstream, &request).await?;
+                let _ = sock.set_linger(Some(std::time::Duration::ZERO));
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
