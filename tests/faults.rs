@@ -12,7 +12,7 @@ use choudoufu_live::layout::{EstateName, Layout};
 use choudoufu_live::program::ProgramStamp;
 use choudoufu_live::session::{RunInfo, Session};
 use choudoufu_live::store::s3::S3Store;
-use choudoufu_live::store::{DynStore, RecordStore, WriteOutcome, list_all, put_conditional};
+use choudoufu_live::store::{DynStore, WriteOutcome, list_all, put_conditional};
 use futures::StreamExt;
 use serde_json::{Value, json};
 

@@ -214,14 +214,12 @@ async fn serve(
             }
             Fault::Reset => {
                 counts.reset.fetch_add(1, Ordering::SeqCst);
-                let _ = sock.set_linger(Some(std::time::Duration::ZERO));
                 return Ok(());
             }
             Fault::LostAnswer => {
                 counts.lost.fetch_add(1, Ordering::SeqCst);
                 // The store applies the request; the client never hears.
                 let _ = forward(upstream, &request).await?;
-                let _ = sock.set_linger(Some(std::time::Duration::ZERO));
                 return Ok(());
             }
         }
