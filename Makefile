@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 export CHECKPOINT_DISABLE := 1
 
-.PHONY: all build test demo lint clean prove-claims
+.PHONY: all build test demo lint clean prove-claims fuzz reliability
 
 all: build
 
@@ -21,6 +21,14 @@ demo: build
 ## make prove-claims: each claim's test as is and with its mechanism cut out; rewrites docs/claims.md.
 prove-claims:
 	scripts/with-moto scripts/prove-claims
+
+## make fuzz: the cargo-fuzz targets, FUZZ_SECONDS each (default 60).
+fuzz:
+	scripts/fuzz
+
+## make reliability: the long load run and the kill suite, with their figures.
+reliability:
+	scripts/with-moto $(CARGO) test --test load --test kills --test plugin -- --ignored --nocapture
 
 lint:
 	$(CARGO) fmt --all -- --check
