@@ -25,19 +25,20 @@ fn key() -> impl Strategy<Value = Key> {
     ]
 }
 
+/// A generated resource: module, data mode?, type, name, and its instances (index key, deposed key).
+type GenResource = (
+    Option<String>,
+    bool,
+    String,
+    String,
+    Vec<(Key, Option<String>)>,
+);
+
 fn ident() -> impl Strategy<Value = String> {
     "[a-z][a-z0-9_]{0,12}"
 }
 
-fn resource() -> impl Strategy<
-    Value = (
-        Option<String>,
-        bool,
-        String,
-        String,
-        Vec<(Key, Option<String>)>,
-    ),
-> {
+fn resource() -> impl Strategy<Value = GenResource> {
     (
         proptest::option::of("module\\.[a-z]{1,6}(\\[[0-9]\\])?(\\.module\\.[a-z]{1,4})?"),
         any::<bool>(),
@@ -47,15 +48,7 @@ fn resource() -> impl Strategy<
     )
 }
 
-fn document(
-    resources: &[(
-        Option<String>,
-        bool,
-        String,
-        String,
-        Vec<(Key, Option<String>)>,
-    )],
-) -> Value {
+fn document(resources: &[GenResource]) -> Value {
     let rs: Vec<Value> = resources
         .iter()
         .map(|(module, data, ty, name, instances)| {
