@@ -455,3 +455,75 @@ fn tofu_runs_two_applies_at_once_when_it_is_installed() {
     assert_eq!(root.stored_input("db").as_deref(), Some("t2"));
     assert_eq!(root.stored_input("dns").as_deref(), Some("t2"));
 }
+
+/// Sensitive values never reach our logs: a run at trace level, and a conflict, print no secret.
+#[test]
+fn secrets_stay_out_of_logs() {
+    let root = Root::new("demo", "secrets", &Records::Local);
+    let secret = "s3cr3t-Zq8w-never-logged";
+    std::fs::write(
+        root.path().join("secret.tf"),
+        format!("variable \"password\" {{\n  type      = string\n  sensitive = true\n  default   = \"{secret}\"\n}}\n\nresource \"terraform_data\" \"password\" {{\n  input = var.password\n}}\n\noutput \"password\" {{\n  value     = var.password\n  sensitive = true\n}}\n"),
+    )
+    .unwrap();
+    let _turn = turn();
+    let mut logs = String::new();
+    for args in [
+        vec!["init", "-input=false"],
+        vec!["apply", "-auto-approve", "-input=false"],
+        vec!["plan", "-input=false"],
+    ] {
+        for format in ["human", "json"] {
+            let mut all = vec!["--log-format", format, "run", "--", "terraform"];
+            all.extend(args.iter());
+            let out = root
+                .cli(&all)
+                .env("CHOUDOUFU_LOG", "trace")
+                .output()
+                .unwrap();
+            logs.push_str(&text(&out.stderr));
+            if args[0] == "init" {
+                break;
+            }
+        }
+    }
+    // A conflict names the resource, never its value.
+    let a = root.spawn(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-target=terraform_data.db",
+        "-var",
+        "db_version=x1",
+        "-var",
+        "sleep_seconds=1",
+    ]);
+    let b = root.spawn(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-target=terraform_data.db",
+        "-var",
+        "db_version=x2",
+        "-var",
+        "sleep_seconds=1",
+    ]);
+    for out in [
+        wait(a, Duration::from_secs(60)),
+        wait(b, Duration::from_secs(60)),
+    ] {
+        logs.push_str(&text(&out.stderr));
+    }
+    assert!(
+        logs.contains("serving state for this run"),
+        "our own log lines were captured"
+    );
+    assert!(!logs.contains(secret), "a sensitive value reached the logs");
+    // It is in the record (the state needs it), and only there.
+    assert!(
+        std::fs::read_dir(root.path().join(".live-records/tofu-records/secrets/r"))
+            .unwrap()
+            .count()
+            >= 3
+    );
+}
