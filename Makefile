@@ -3,7 +3,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 export CHECKPOINT_DISABLE := 1
 
-.PHONY: all build test demo lint clean prove-claims fuzz reliability
+.PHONY: all build test demo lint clean prove-claims fuzz reliability bench
 
 all: build
 
@@ -29,6 +29,10 @@ fuzz:
 ## make reliability: the long load run and the kill suite, with their figures.
 reliability:
 	scripts/with-moto $(CARGO) test --test load --test kills --test plugin -- --ignored --nocapture
+
+## make bench: side by side with terraform's own S3 backend on the same moto; writes docs/bench/RESULTS.md and chart.png.
+bench:
+	scripts/bench
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -20,6 +20,7 @@ pub mod plan_stamp;
 pub mod plugin;
 pub mod program;
 pub mod proto;
+pub mod read_cache;
 pub mod record;
 pub mod record_writes;
 pub mod session;

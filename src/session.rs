@@ -14,6 +14,7 @@ use crate::error::{
 };
 use crate::layout::{KeyKind, Layout};
 use crate::program::{ProgramStamp, now_rfc3339};
+use crate::read_cache::ReadCache;
 use crate::record::{ESTATE_FORMAT, EstateMeta, RECORD_FORMAT, Record, RecordKind, Writer};
 use crate::state::{self, Header, Item, compare_versions};
 use crate::store::{self, DynStore, Version, WriteOutcome};
@@ -222,6 +223,7 @@ pub struct Session {
     view: Mutex<View>,
     guard: Option<Arc<dyn WriteGuard>>,
     guard_passed: tokio::sync::OnceCell<()>,
+    cache: Option<ReadCache>,
 }
 
 impl Session {
@@ -235,7 +237,14 @@ impl Session {
             view: Mutex::new(View::default()),
             guard: None,
             guard_passed: tokio::sync::OnceCell::new(),
+            cache: None,
         }
+    }
+
+    /// The same session, reading through `cache` (warm reads fetch only what changed).
+    pub fn with_cache(mut self, cache: Option<ReadCache>) -> Self {
+        self.cache = cache;
+        self
     }
 
     /// The same session, checking `guard` once before its first write.
@@ -281,7 +290,13 @@ impl Session {
 
     /// Read the whole estate again and make it the base (a pinned base stays as the plan read it).
     pub async fn refresh(&self) -> Result<(), SessionError> {
-        let snapshot = read_snapshot(&self.store, &self.layout, self.parallel).await?;
+        let snapshot = read_snapshot_cached(
+            &self.store,
+            &self.layout,
+            self.parallel,
+            self.cache.as_ref(),
+        )
+        .await?;
         let mut view = self.view.lock().await;
         if view.pin.is_none() {
             view.base = snapshot.refs();
@@ -652,6 +667,16 @@ pub async fn read_snapshot(
     layout: &Layout,
     parallel: usize,
 ) -> Result<Snapshot, SessionError> {
+    read_snapshot_cached(store, layout, parallel, None).await
+}
+
+/// Read every record of an estate; with a cache, fetch only records whose listed version is not cached.
+pub async fn read_snapshot_cached(
+    store: &DynStore,
+    layout: &Layout,
+    parallel: usize,
+    cache: Option<&ReadCache>,
+) -> Result<Snapshot, SessionError> {
     let listed = store::list_all(store.as_ref(), &layout.prefix()).await?;
     let mut wanted = Vec::new();
     for item in listed {
@@ -660,16 +685,22 @@ pub async fn read_snapshot(
                 tracing::warn!(key = %item.key, "ignoring a key this layout does not write");
             }
             Some(kind @ (KeyKind::Estate | KeyKind::Resource | KeyKind::Output)) => {
-                wanted.push((item.key, kind))
+                wanted.push((item.key, kind, item.version))
             }
             Some(_) => {} // marks, runs and provider records are not state
         }
     }
     let fetched: Vec<Result<_, SessionError>> = stream::iter(wanted)
-        .map(|(key, kind)| {
+        .map(|(key, kind, listed)| {
             let store = Arc::clone(store);
             async move {
+                if let Some(hit) = cache.and_then(|c| c.get(&key, &listed)) {
+                    return Ok((key, kind, Some(hit)));
+                }
                 let stored = store.get(&key).await?;
+                if let (Some(c), Some(s)) = (cache, &stored) {
+                    c.put(&key, &s.version, &s.bytes);
+                }
                 Ok((key, kind, stored))
             }
         })

@@ -204,7 +204,9 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     let run = RunInfo::new(ProgramStamp::detect(&root));
     let guard = store::guard_for(&config.store, &store);
     let store_name = store.describe();
-    let session = Session::new(store, layout.clone(), run).with_guard(guard);
+    let session = Session::new(store, layout.clone(), run)
+        .with_guard(guard)
+        .with_cache(Some(crate::read_cache::ReadCache::for_root(&root)));
     let plan = plan_mode(rest, &terraform_dir(rest));
     if let PlanMode::Apply(file) = &plan {
         let refused = |e: PlanRefused| {

@@ -27,6 +27,10 @@ pub struct Counts {
     pub slowdown: AtomicUsize,
     pub reset: AtomicUsize,
     pub lost: AtomicUsize,
+    /// Request bytes (head and body) forwarded to the store.
+    pub bytes_up: AtomicUsize,
+    /// Requests forwarded to the store, by method.
+    pub puts: AtomicUsize,
 }
 
 impl Counts {
@@ -197,7 +201,14 @@ async fn serve(
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut sock, &mut buf).await? {
         counts.requests.fetch_add(1, Ordering::SeqCst);
-        match choose(rng, rate) {
+        let fault = choose(rng, rate);
+        if matches!(fault, Fault::Pass | Fault::LostAnswer) {
+            counts.bytes_up.fetch_add(request.len(), Ordering::SeqCst);
+            if request.starts_with(b"PUT ") || request.starts_with(b"POST ") {
+                counts.puts.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        match fault {
             Fault::Pass => {
                 let answer = forward(upstream, &request).await?;
                 sock.write_all(&keep_alive(answer)).await?;
