@@ -151,12 +151,31 @@ async fn same_resource_one_lands(kind: &str) {
 }
 
 /// An apply of db racing a destroy of db: the loser is refused by name.
+///
+/// The destroy starts once the apply has read the state and is applying (its provisioner has
+/// started), so both runs read the same record before either writes.
 async fn apply_racing_destroy(kind: &str) {
     let root = Root::new("demo", "apply-destroy", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
-    let va = vec!["db_version=v7".to_string(), "sleep_seconds=2".into()];
+    let trace = root.path().join("trace");
+    let va = vec![
+        "db_version=v7".to_string(),
+        "sleep_seconds=3".into(),
+        format!("trace_file={}", trace.display()),
+    ];
     let a = root.spawn(&apply_args("-target=terraform_data.db", &va));
+    let started = Instant::now();
+    while !std::fs::read_to_string(&trace)
+        .unwrap_or_default()
+        .contains("db start")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the apply never started applying"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let d = root.spawn(&[
         "destroy",
         "-auto-approve",
