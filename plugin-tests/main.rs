@@ -2,6 +2,7 @@
 
 mod choudoufu;
 mod host;
+mod markers;
 
 use std::time::Duration;
 

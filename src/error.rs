@@ -245,3 +245,19 @@ pub enum SessionError {
     #[error(transparent)]
     Unsafe(#[from] UnsafeRecordStore),
 }
+
+/// Two or more live objects carry one resource's live markers: none is bound, nothing is created.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error(
+    "CollisionError: {address} (estate {estate:?}): {} live objects carry its markers (tofu-estate, tofu-address): {}. None was bound and nothing was created; delete the extra object(s), or import the right one, and apply again.",
+    ids.len(),
+    ids.join(", ")
+)]
+pub struct CollisionError {
+    /// The resource instance address.
+    pub address: String,
+    /// The estate.
+    pub estate: String,
+    /// Every object found (ARNs), in order.
+    pub ids: Vec<String>,
+}

@@ -15,6 +15,7 @@ pub mod iam;
 pub mod layout;
 pub mod logging;
 pub mod markers;
+pub mod markers_aws;
 pub mod pending;
 pub mod plan_stamp;
 pub mod plugin;

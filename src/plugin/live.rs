@@ -15,6 +15,7 @@ use crate::digest::value_digest;
 use crate::http_backend::NO_LOCK;
 use crate::layout::{EstateName, Layout};
 use crate::markers::{self, Timing};
+use crate::markers_aws;
 use crate::pending::{self, Liveness};
 use crate::plan_stamp::PlanStamp;
 use crate::program::ProgramStamp;
@@ -627,5 +628,211 @@ impl Live for LiveService {
             })),
             Err(moved) => refuse(O::Moved, moved.to_string()),
         }
+    }
+
+    async fn find_by_markers(
+        &self,
+        req: Request<pb::FindByMarkersRequest>,
+    ) -> Result<Response<pb::FindByMarkersResponse>, Status> {
+        let r = self.current().await?;
+        let req = req.into_inner();
+        use pb::find_by_markers_response::Outcome as O;
+        let estate = r.layout.estate().as_str().to_string();
+        let not_listed = |severity, summary: &str, detail: String| {
+            Ok(Response::new(pb::FindByMarkersResponse {
+                outcome: O::NotListed as i32,
+                diagnostics: vec![diag(severity, summary, &detail, &req.address)],
+                ..Default::default()
+            }))
+        };
+        if markers::Family::of(&req.provider, &req.resource_type) != Some(markers::Family::Aws) {
+            return not_listed(
+                pb::diagnostic::Severity::Warning,
+                "No marker listing",
+                format!(
+                    "{}: no live-marker lister is built for this provider family yet (only AWS); nothing was listed",
+                    req.address
+                ),
+            );
+        }
+        let config = provider_config(&req.provider_config_json);
+        let lister = match markers_aws::AwsLister::from_json(&config).await {
+            Ok(l) => l,
+            Err(e) => {
+                return not_listed(
+                    pb::diagnostic::Severity::Error,
+                    "No marker listing",
+                    format!("{}: {e}", req.address),
+                );
+            }
+        };
+        let listing = format!(
+            "aws: tagging:GetResources ({})",
+            markers_aws::type_filter(&req.resource_type).unwrap_or("no type filter")
+        );
+        let found = match lister
+            .with_markers(&estate, &req.resource_type, &req.address)
+            .await
+        {
+            Ok(found) => found,
+            Err(e) => {
+                return not_listed(
+                    pb::diagnostic::Severity::Error,
+                    "Marker listing failed",
+                    format!("{}: {e}", req.address),
+                );
+            }
+        };
+        let objects: Vec<pb::LiveObject> = found.iter().cloned().map(live_object).collect();
+        let (outcome, diagnostics) = match markers_aws::decide(&estate, &req.address, found) {
+            Ok(None) => (O::NotFound, vec![]),
+            Ok(Some(_)) => (O::Bind, vec![]),
+            Err(c) => (
+                O::Collision,
+                vec![diag(
+                    pb::diagnostic::Severity::Error,
+                    "CollisionError",
+                    &c.to_string(),
+                    &req.address,
+                )],
+            ),
+        };
+        Ok(Response::new(pb::FindByMarkersResponse {
+            outcome: outcome as i32,
+            objects,
+            listing,
+            empty_proves_absent: false,
+            diagnostics,
+        }))
+    }
+
+    async fn list_unrecorded(
+        &self,
+        req: Request<pb::ListUnrecordedRequest>,
+    ) -> Result<Response<pb::ListUnrecordedResponse>, Status> {
+        let r = self.current().await?;
+        let req = req.into_inner();
+        let estate = r.layout.estate().as_str().to_string();
+        let entries = record_writes::read_entries(&r.store, &r.layout, PARALLEL)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        // Resource records of the AWS family, by provider configuration address.
+        let mut by_provider: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+        for e in entries.iter().filter(|e| e.kind == Kind::Resource) {
+            let res = &e.content["resource"];
+            let (Some(provider), Some(ty)) = (res["provider"].as_str(), res["type"].as_str())
+            else {
+                continue;
+            };
+            if markers::Family::of("", ty) == Some(markers::Family::Aws) {
+                by_provider
+                    .entry(provider.to_string())
+                    .or_default()
+                    .push((e.address.clone(), ty.to_string()));
+            }
+        }
+        let mut diagnostics = Vec::new();
+        let mut objects = Vec::new();
+        let given: BTreeSet<&str> = req.providers.iter().map(|p| p.address.as_str()).collect();
+        for (provider, records) in &by_provider {
+            if !given.contains(provider.as_str()) {
+                diagnostics.push(diag(
+                    pb::diagnostic::Severity::Warning,
+                    "No marker listing",
+                    &markers_aws::ListingError::NoConfiguration {
+                        what: format!(
+                            "{} record(s) under {provider} were not checked for unrecorded objects",
+                            records.len()
+                        ),
+                    }
+                    .to_string(),
+                    "",
+                ));
+            }
+        }
+        let recorded: Vec<String> = by_provider
+            .values()
+            .flatten()
+            .map(|(a, _)| a.clone())
+            .collect();
+        for p in &req.providers {
+            let types: BTreeSet<String> = by_provider
+                .get(&p.address)
+                .into_iter()
+                .flatten()
+                .map(|(_, t)| t.clone())
+                .chain(req.resource_types.iter().cloned())
+                .collect();
+            if types.is_empty() {
+                continue;
+            }
+            let lister =
+                match markers_aws::AwsLister::from_json(&provider_config(&p.config_json)).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        diagnostics.push(diag(
+                            pb::diagnostic::Severity::Error,
+                            "No marker listing",
+                            &format!("{}: {e}", p.address),
+                            "",
+                        ));
+                        continue;
+                    }
+                };
+            // Types come from this provider's records; names from every record of the estate,
+            // so an object whose record sits under another provider configuration is not reported.
+            let types: Vec<String> = types.into_iter().collect();
+            match lister.list_unrecorded(&estate, &recorded, &types).await {
+                Ok(found) => {
+                    for o in found {
+                        if objects.iter().any(|x: &pb::LiveObject| x.id == o.arn) {
+                            continue;
+                        }
+                        diagnostics.push(diag(
+                            pb::diagnostic::Severity::Warning,
+                            "Unrecorded marked object",
+                            &format!(
+                                "{} carries {}={:?} and {}={:?}, but no record of the estate names that address; it was not deleted. Import it (terraform import), or delete it by hand if nothing should own it.",
+                                o.arn,
+                                markers::ESTATE_TAG,
+                                estate,
+                                markers::ADDRESS_TAG,
+                                o.address().unwrap_or("(none)")
+                            ),
+                            o.address().unwrap_or_default(),
+                        ));
+                        objects.push(live_object(o));
+                    }
+                }
+                Err(e) => diagnostics.push(diag(
+                    pb::diagnostic::Severity::Error,
+                    "Marker listing failed",
+                    &format!("{}: {e}", p.address),
+                    "",
+                )),
+            }
+        }
+        Ok(Response::new(pb::ListUnrecordedResponse {
+            objects,
+            diagnostics,
+        }))
+    }
+}
+
+/// A provider configuration from its JSON bytes; empty bytes are no configuration.
+fn provider_config(bytes: &[u8]) -> serde_json::Value {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return serde_json::Value::Null;
+    }
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| serde_json::Value::String(format!("(not JSON: {e})")))
+}
+
+fn live_object(o: markers_aws::LiveObject) -> pb::LiveObject {
+    pb::LiveObject {
+        address: o.address().unwrap_or_default().to_string(),
+        id: o.arn,
+        import_id: o.import_id.unwrap_or_default(),
+        tags: o.tags.into_iter().collect(),
     }
 }
