@@ -10,9 +10,10 @@ all: build
 build:
 	$(CARGO) build
 
-## make test: every test, with moto_server (S3, IAM) started on a free loopback port and stopped after.
+## make test: every test, with its peers (moto_server for S3 and IAM, azurite for Azure Blob Storage,
+## gcp-storage-emulator for GCS) installed if missing, started on free loopback ports and stopped after.
 test:
-	scripts/with-moto $(CARGO) test --no-fail-fast
+	scripts/with-peers $(CARGO) test --no-fail-fast
 
 ## make demo: two terraform applies on one root at once, on the local record store; no cloud needed.
 demo: build
@@ -40,4 +41,4 @@ lint:
 
 clean:
 	$(CARGO) clean
-	rm -rf .venv
+	rm -rf .venv node_modules

@@ -8,6 +8,8 @@ use hcl::edit::{Span, parser};
 
 use crate::error::ConfigError;
 use crate::layout::EstateName;
+use crate::store::azure::AzureSettings;
+use crate::store::gcs::GcsSettings;
 use crate::store::s3::S3Settings;
 
 /// The file stock terraform and tofu do not read, where the live block may stand at the top level.
@@ -25,6 +27,25 @@ pub enum StoreSettings {
     },
     /// An S3 bucket.
     S3(S3Settings),
+    /// An Azure Blob Storage container.
+    Azure(AzureSettings),
+    /// A Google Cloud Storage bucket.
+    Gcs(GcsSettings),
+}
+
+/// The record store kinds, as `record_store "<kind>"` names them.
+pub const STORE_KINDS: &[&str] = &["local", "s3", "azurerm", "gcs"];
+
+impl StoreSettings {
+    /// The kind, as `record_store "<kind>"` names it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreSettings::Local { .. } => "local",
+            StoreSettings::S3(_) => "s3",
+            StoreSettings::Azure(_) => "azurerm",
+            StoreSettings::Gcs(_) => "gcs",
+        }
+    }
 }
 
 /// A root's live settings.
@@ -131,7 +152,7 @@ impl LiveConfig {
         match &self.store {
             StoreSettings::Local { path } if path.is_absolute() => Some(path.clone()),
             StoreSettings::Local { path } => Some(root.join(path)),
-            StoreSettings::S3(_) => None,
+            _ => None,
         }
     }
 }
@@ -320,7 +341,7 @@ fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError
         _ => {
             return Err(ctx.invalid(
                 block.span(),
-                "record_store takes one label, the kind: record_store \"s3\" { ... } or record_store \"local\" { ... }"
+                "record_store takes one label, the kind: record_store \"local\", \"s3\", \"azurerm\" or \"gcs\" { ... }"
                     .into(),
             ));
         }
@@ -381,9 +402,81 @@ fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError
                     .unwrap_or(false),
             }))
         }
+        "azurerm" => {
+            let what = "record_store \"azurerm\"";
+            ctx.only(
+                body,
+                &[
+                    "storage_account_name",
+                    "container_name",
+                    "endpoint",
+                    "access_key",
+                    "sas_token",
+                    "connection_string",
+                ],
+                what,
+            )?;
+            let container = ctx.string(body, "container_name", what)?;
+            let Some(container_name) = container.filter(|c| !c.is_empty()) else {
+                return Err(ctx.invalid(
+                    block.span(),
+                    "record_store \"azurerm\" has no `container_name`; add container_name = \"records\""
+                        .into(),
+                ));
+            };
+            let settings = AzureSettings {
+                storage_account_name: ctx.string(body, "storage_account_name", what)?,
+                container_name,
+                endpoint: ctx.string(body, "endpoint", what)?,
+                access_key: ctx.string(body, "access_key", what)?,
+                sas_token: ctx.string(body, "sas_token", what)?,
+                connection_string: ctx.string(body, "connection_string", what)?,
+            };
+            if let Some(c) = &settings.connection_string {
+                crate::store::azure::parse_connection_string(c).map_err(|m| {
+                    ctx.invalid(
+                        body.get_attribute("connection_string")
+                            .and_then(|a| a.span()),
+                        format!("{what} `connection_string`: {m}"),
+                    )
+                })?;
+            }
+            Ok(StoreSettings::Azure(settings))
+        }
+        "gcs" => {
+            let what = "record_store \"gcs\"";
+            ctx.only(
+                body,
+                &["bucket", "endpoint", "credentials", "skip_credentials"],
+                what,
+            )?;
+            let bucket = ctx.string(body, "bucket", what)?.filter(|b| !b.is_empty());
+            let Some(bucket) = bucket else {
+                return Err(ctx.invalid(
+                    block.span(),
+                    "record_store \"gcs\" has no `bucket`; add bucket = \"my-records-bucket\""
+                        .into(),
+                ));
+            };
+            Ok(StoreSettings::Gcs(GcsSettings {
+                bucket,
+                endpoint: ctx.string(body, "endpoint", what)?,
+                credentials: ctx.string(body, "credentials", what)?,
+                skip_credentials: ctx
+                    .boolean(body, "skip_credentials", what)?
+                    .unwrap_or(false),
+            }))
+        }
         other => Err(ctx.invalid(
             block.span(),
-            format!("unknown record store kind {other:?}; the kinds are \"local\" and \"s3\""),
+            format!(
+                "unknown record store kind {other:?}; the kinds are {}",
+                STORE_KINDS
+                    .iter()
+                    .map(|k| format!("{k:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         )),
     }
 }

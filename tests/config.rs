@@ -170,3 +170,74 @@ fn invalid_hcl_in_a_tf_file_names_the_file() {
         Err(ConfigError::Parse { .. })
     ));
 }
+
+#[test]
+fn azurerm_and_gcs_kinds_and_their_settings() {
+    let dir = root(&[(
+        "live.hcl",
+        "live {\n  estate = \"e\"\n  record_store \"azurerm\" {\n    storage_account_name = \"acme\"\n    container_name = \"records\"\n    endpoint = \"http://127.0.0.1:10000/devstoreaccount1\"\n  }\n}\n",
+    )]);
+    match LiveConfig::load(dir.path()).unwrap().store {
+        StoreSettings::Azure(a) => {
+            assert_eq!(a.storage_account_name.as_deref(), Some("acme"));
+            assert_eq!(a.container_name, "records");
+            assert!(a.access_key.is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+    let dir = root(&[(
+        "live.hcl",
+        "live {\n  estate = \"e\"\n  record_store \"gcs\" {\n    bucket = \"acme\"\n    skip_credentials = true\n  }\n}\n",
+    )]);
+    match LiveConfig::load(dir.path()).unwrap().store {
+        StoreSettings::Gcs(g) => {
+            assert_eq!(g.bucket, "acme");
+            assert!(g.skip_credentials);
+            assert!(g.endpoint.is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn azurerm_and_gcs_mistakes_are_named() {
+    let no_container = err(&[(
+        "live.hcl",
+        "live {\n  estate = \"e\"\n  record_store \"azurerm\" {\n    storage_account_name = \"acme\"\n  }\n}\n",
+    )]);
+    assert!(
+        no_container.contains("has no `container_name`"),
+        "{no_container}"
+    );
+    assert!(no_container.contains("live.hcl:3"), "{no_container}");
+    let bad_conn = err(&[(
+        "live.hcl",
+        "live {\n  estate = \"e\"\n  record_store \"azurerm\" {\n    container_name = \"c\"\n    connection_string = \"AccountKey=x\"\n  }\n}\n",
+    )]);
+    assert!(bad_conn.contains("has no AccountName"), "{bad_conn}");
+    assert!(bad_conn.contains("live.hcl:5"), "{bad_conn}");
+    let s3_setting = err(&[(
+        "live.hcl",
+        "live {\n  estate = \"e\"\n  record_store \"gcs\" {\n    bucket = \"b\"\n    region = \"x\"\n  }\n}\n",
+    )]);
+    assert!(
+        s3_setting.contains("has no setting `region`"),
+        "{s3_setting}"
+    );
+    let no_bucket = err(&[(
+        "live.hcl",
+        "live {\n  estate = \"e\"\n  record_store \"gcs\" {}\n}\n",
+    )]);
+    assert!(
+        no_bucket.contains("record_store \"gcs\" has no `bucket`"),
+        "{no_bucket}"
+    );
+    let unknown = err(&[(
+        "live.hcl",
+        "live {\n  estate = \"e\"\n  record_store \"kubernetes\" {}\n}\n",
+    )]);
+    assert!(
+        unknown.contains("\"local\", \"s3\", \"azurerm\", \"gcs\""),
+        "{unknown}"
+    );
+}

@@ -23,9 +23,10 @@ fn s3_settings(root: &Path) -> Result<S3Settings, CliError> {
     let config = LiveConfig::load(root)?;
     match config.store {
         StoreSettings::S3(s3) => Ok(s3),
-        StoreSettings::Local { .. } => Err(format!(
-            "the live block at {} uses the local record store; bucket checks are for record_store \"s3\"",
-            config.source
+        other => Err(format!(
+            "the live block at {} uses record_store {:?}; bucket checks are for record_store \"s3\"",
+            config.source,
+            other.kind()
         )
         .into()),
     }

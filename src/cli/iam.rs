@@ -87,7 +87,7 @@ fn live_endpoint(root: &Path) -> Result<Option<String>, CliError> {
     match LiveConfig::load(root) {
         Ok(config) => Ok(match config.store {
             StoreSettings::S3(s3) => s3.endpoint,
-            StoreSettings::Local { .. } => None,
+            _ => None,
         }),
         Err(ConfigError::NoLiveBlock { .. }) => Ok(None),
         Err(e) => Err(e.into()),

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use crate::config::StoreSettings;
 use crate::layout::EstateName;
 use crate::proto::tfplugin6::DynamicValue;
+use crate::store::azure::AzureSettings;
+use crate::store::gcs::GcsSettings;
 use crate::store::s3::S3Settings;
 
 /// One attribute's value.
@@ -146,7 +148,35 @@ pub fn interpret(attrs: &Attrs, allow_unknown: bool) -> Result<Option<StoreConfi
                 skip_bucket_checks,
             })
         }
-        other => return Err(format!("unknown store {other:?}; use \"local\" or \"s3\"")),
+        "azurerm" => {
+            let container_name = string(attrs, "container_name")?
+                .filter(|c| !c.is_empty())
+                .ok_or_else(|| "store \"azurerm\" needs `container_name`".to_string())?;
+            StoreSettings::Azure(AzureSettings {
+                storage_account_name: string(attrs, "storage_account_name")?,
+                container_name,
+                endpoint: string(attrs, "endpoint")?,
+                access_key: string(attrs, "access_key")?,
+                sas_token: string(attrs, "sas_token")?,
+                connection_string: string(attrs, "connection_string")?,
+            })
+        }
+        "gcs" => {
+            let bucket = string(attrs, "bucket")?
+                .filter(|b| !b.is_empty())
+                .ok_or_else(|| "store \"gcs\" needs `bucket`".to_string())?;
+            StoreSettings::Gcs(GcsSettings {
+                bucket,
+                endpoint: string(attrs, "endpoint")?,
+                credentials: string(attrs, "credentials")?,
+                skip_credentials: boolean(attrs, "skip_credentials")?.unwrap_or(false),
+            })
+        }
+        other => {
+            return Err(format!(
+                "unknown store {other:?}; use \"local\", \"s3\", \"azurerm\" or \"gcs\""
+            ));
+        }
     };
     Ok(Some(StoreConfig { estate, store }))
 }

@@ -23,6 +23,8 @@ use crate::proto::live as pb;
 use crate::proto::live::live_server::Live;
 use crate::record_writes::{self, Kind, Outcome, RecordWrite, WriteOp};
 use crate::session::{BaseRef, RunInfo, WriteGuard, initial_lineage, read_snapshot};
+use crate::store::azure::AzureSettings;
+use crate::store::gcs::GcsSettings;
 use crate::store::s3::S3Settings;
 use crate::store::{self, DynStore, Version};
 
@@ -116,8 +118,24 @@ fn settings(s: Option<pb::StoreSettings>) -> Result<StoreSettings, String> {
             ..Default::default()
         })),
         "s3" => Err("store \"s3\" needs a bucket".into()),
+        "azurerm" if !s.container_name.is_empty() => Ok(StoreSettings::Azure(AzureSettings {
+            storage_account_name: Some(s.storage_account_name).filter(|r| !r.is_empty()),
+            container_name: s.container_name,
+            endpoint: Some(s.endpoint).filter(|r| !r.is_empty()),
+            access_key: Some(s.access_key).filter(|r| !r.is_empty()),
+            sas_token: Some(s.sas_token).filter(|r| !r.is_empty()),
+            connection_string: Some(s.connection_string).filter(|r| !r.is_empty()),
+        })),
+        "azurerm" => Err("store \"azurerm\" needs a container_name".into()),
+        "gcs" if !s.bucket.is_empty() => Ok(StoreSettings::Gcs(GcsSettings {
+            bucket: s.bucket,
+            endpoint: Some(s.endpoint).filter(|r| !r.is_empty()),
+            credentials: Some(s.credentials).filter(|r| !r.is_empty()),
+            skip_credentials: s.skip_credentials,
+        })),
+        "gcs" => Err("store \"gcs\" needs a bucket".into()),
         other => Err(format!(
-            "unknown record store kind {other:?}; use \"local\" or \"s3\""
+            "unknown record store kind {other:?}; use \"local\", \"s3\", \"azurerm\" or \"gcs\""
         )),
     }
 }

@@ -131,6 +131,14 @@ fn attribute(name: &str, ty: &str, required: bool, description: &str) -> pb::sch
     }
 }
 
+/// An attribute terraform keeps out of its output and logs.
+fn secret(a: pb::schema::Attribute) -> pb::schema::Attribute {
+    pb::schema::Attribute {
+        sensitive: true,
+        ..a
+    }
+}
+
 /// The state store's schema: the live block's settings as attributes.
 pub fn store_schema() -> pb::Schema {
     pb::Schema {
@@ -151,7 +159,7 @@ pub fn store_schema() -> pb::Schema {
                     "store",
                     "string",
                     false,
-                    "The record store kind: \"local\" (default) or \"s3\".",
+                    "The record store kind: \"local\" (default), \"s3\", \"azurerm\" or \"gcs\".",
                 ),
                 attribute(
                     "path",
@@ -159,13 +167,13 @@ pub fn store_schema() -> pb::Schema {
                     false,
                     "local: the records folder (default .live-records).",
                 ),
-                attribute("bucket", "string", false, "s3: the bucket."),
+                attribute("bucket", "string", false, "s3, gcs: the bucket."),
                 attribute("region", "string", false, "s3: the region."),
                 attribute(
                     "endpoint",
                     "string",
                     false,
-                    "s3: a custom endpoint for S3-compatible stores.",
+                    "s3, azurerm, gcs: a custom endpoint (S3-compatible stores, Azurite, sovereign clouds, emulators).",
                 ),
                 attribute(
                     "use_path_style",
@@ -184,6 +192,48 @@ pub fn store_schema() -> pb::Schema {
                     "bool",
                     false,
                     "s3: UNSAFE: skip the bucket safety check (versioning, noncurrent-version expiry, public access block) before the first write.",
+                ),
+                attribute(
+                    "storage_account_name",
+                    "string",
+                    false,
+                    "azurerm: the storage account (else from the connection string or AZURE_STORAGE_ACCOUNT_NAME).",
+                ),
+                attribute(
+                    "container_name",
+                    "string",
+                    false,
+                    "azurerm: the blob container.",
+                ),
+                secret(attribute(
+                    "access_key",
+                    "string",
+                    false,
+                    "azurerm: an account key (else the standard Azure credentials).",
+                )),
+                secret(attribute(
+                    "sas_token",
+                    "string",
+                    false,
+                    "azurerm: a SAS token.",
+                )),
+                secret(attribute(
+                    "connection_string",
+                    "string",
+                    false,
+                    "azurerm: a storage connection string.",
+                )),
+                secret(attribute(
+                    "credentials",
+                    "string",
+                    false,
+                    "gcs: a service account key, as a file path or the JSON itself (else the standard Google credentials).",
+                )),
+                attribute(
+                    "skip_credentials",
+                    "bool",
+                    false,
+                    "gcs: send no credentials (emulators only).",
                 ),
             ],
             ..Default::default()

@@ -1,5 +1,7 @@
 //! Record stores: where records live, and the conditional writes each kind makes.
 
+pub mod azure;
+pub mod gcs;
 pub mod local;
 pub mod s3;
 
@@ -167,7 +169,9 @@ pub fn guard_for(
     match settings {
         crate::config::StoreSettings::S3(s3) => crate::bucket::guard_for_s3(s3)
             .map(|g| Arc::new(g) as Arc<dyn crate::session::WriteGuard>),
-        crate::config::StoreSettings::Local { .. } => None,
+        crate::config::StoreSettings::Local { .. }
+        | crate::config::StoreSettings::Azure(_)
+        | crate::config::StoreSettings::Gcs(_) => None,
     }
 }
 
@@ -183,5 +187,7 @@ pub async fn open(settings: &crate::config::StoreSettings, root: &std::path::Pat
             Arc::new(local::LocalStore::new(path))
         }
         crate::config::StoreSettings::S3(s3) => Arc::new(s3::S3Store::connect(s3).await),
+        crate::config::StoreSettings::Azure(az) => Arc::new(azure::AzureStore::connect(az)),
+        crate::config::StoreSettings::Gcs(gcs) => Arc::new(gcs::GcsStore::connect(gcs)),
     }
 }
