@@ -124,9 +124,16 @@ impl Server {
 pub async fn serve(backend: Arc<Backend>) -> std::io::Result<Server> {
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
+    // Requests are served on tasks of their own: their spans belong to the run that serves them.
+    let run_span = tracing::Span::current();
     let app = Router::new()
         .route("/state", any(handle))
         .layer(DefaultBodyLimit::max(MAX_STATE_BYTES))
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                trace_request(run_span.clone(), req, next)
+            },
+        ))
         .with_state(backend);
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -209,4 +216,37 @@ async fn post(backend: &Backend, body: &[u8]) -> Response {
             text(status, format!("{msg}\n"))
         }
     }
+}
+
+/// One span per state request: its method and status, never its body.
+async fn trace_request(
+    parent: tracing::Span,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        parent: &parent,
+        "http.request",
+        http.request.method = %req.method(),
+        http.route = %req.uri().path(),
+        http.request.body.size = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if let Some(len) = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        span.record("http.request.body.size", len);
+    }
+    let response = next.run(req).instrument(span.clone()).await;
+    let status = response.status();
+    span.record("http.response.status_code", status.as_u16());
+    if status.is_server_error() {
+        span.record("otel.status_code", "ERROR");
+    }
+    response
 }

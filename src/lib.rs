@@ -27,3 +27,4 @@ pub mod record_writes;
 pub mod session;
 pub mod state;
 pub mod store;
+pub mod telemetry;

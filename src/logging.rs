@@ -28,17 +28,26 @@ fn filter(default: &str) -> EnvFilter {
     EnvFilter::try_from_env(LOG_ENV).unwrap_or_else(|_| EnvFilter::new(default))
 }
 
-/// Install the process-wide logger writing to stderr.
+/// Install the process-wide logger writing to stderr, and OTLP export when `OTEL_*` asks for it.
+///
+/// Call it inside the async runtime (OTLP export runs its client there); `CHOUDOUFU_LOG` sets
+/// what reaches stderr only, never what is exported (see `telemetry`).
 pub fn init(format: LogFormat) {
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Human => builder.with_env_filter(filter("warn")).try_init(),
-        LogFormat::Json => builder.json().with_env_filter(filter("warn")).try_init(),
-        LogFormat::Hclog => builder
-            .event_format(Hclog)
-            .with_env_filter(filter("info"))
-            .try_init(),
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+    let base = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let stderr: Boxed = match format {
+        LogFormat::Human => base.with_filter(filter("warn")).boxed(),
+        LogFormat::Json => base.json().with_filter(filter("warn")).boxed(),
+        LogFormat::Hclog => base.event_format(Hclog).with_filter(filter("info")).boxed(),
     };
+    let mut layers = vec![stderr];
+    if let Some(export) = crate::telemetry::layer() {
+        layers.push(export);
+    }
+    let _ = tracing_subscriber::registry().with(layers).try_init();
 }
 
 /// hclog's JSON line format.

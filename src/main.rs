@@ -2,6 +2,7 @@
 
 use choudoufu_live::logging::{self, LogFormat};
 use choudoufu_live::plugin::{self, handshake};
+use choudoufu_live::telemetry;
 use clap::Parser;
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -24,8 +25,10 @@ fn main() {
                 std::process::exit(1);
             }
         };
+        let rt = runtime();
+        let _entered = rt.enter();
         logging::init(LogFormat::Hclog);
-        let code = match runtime().block_on(plugin::serve(env)) {
+        let code = match rt.block_on(plugin::serve(env)) {
             Ok(()) => 0,
             Err(e) => {
                 tracing::error!(error = %e, "plugin stopped");
@@ -33,10 +36,15 @@ fn main() {
                 1
             }
         };
+        telemetry::shutdown(telemetry::PLUGIN_FLUSH);
         std::process::exit(code);
     }
     let cli = choudoufu_live::cli::Cli::parse();
+    let rt = runtime();
+    let _entered = rt.enter();
     logging::init(cli.log_format);
-    let code = runtime().block_on(choudoufu_live::cli::main(cli));
+    let code = rt.block_on(choudoufu_live::cli::main(cli));
+    // The runtime still runs: the exporters' gRPC client sends the last spans and metrics on it.
+    telemetry::shutdown(telemetry::EXIT_FLUSH);
     std::process::exit(code);
 }

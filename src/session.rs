@@ -289,6 +289,11 @@ impl Session {
     }
 
     /// Read the whole estate again and make it the base (a pinned base stays as the plan read it).
+    #[tracing::instrument(
+        name = "session.refresh",
+        skip_all,
+        fields(estate = %self.layout.estate(), run_id = %self.run.run_id, records = tracing::field::Empty)
+    )]
     pub async fn refresh(&self) -> Result<(), SessionError> {
         let snapshot = read_snapshot_cached(
             &self.store,
@@ -297,6 +302,7 @@ impl Session {
             self.cache.as_ref(),
         )
         .await?;
+        tracing::Span::current().record("records", snapshot.records.len());
         let mut view = self.view.lock().await;
         if view.pin.is_none() {
             view.base = snapshot.refs();
@@ -357,6 +363,67 @@ impl Session {
     /// read, new ones created, gone ones deleted. Every record gets its try; conflicts are
     /// gathered in the report, and the base advances only for what landed.
     pub async fn write_state(&self, doc: &[u8]) -> Result<WriteReport, SessionError> {
+        use tracing::Instrument;
+        use tracing::field::Empty;
+        let span = tracing::info_span!(
+            "session.write_state",
+            estate = %self.layout.estate(),
+            run_id = %self.run.run_id,
+            bytes = doc.len(),
+            records.created = Empty,
+            records.updated = Empty,
+            records.deleted = Empty,
+            records.already_gone = Empty,
+            records.unchanged = Empty,
+            records.skipped = Empty,
+            conflicts = Empty,
+            conflict.addresses = Empty,
+            outcome = Empty,
+            otel.status_code = Empty,
+        );
+        let result = self
+            .write_state_untraced(doc)
+            .instrument(span.clone())
+            .await;
+        let m = crate::telemetry::metrics();
+        match &result {
+            Ok(report) => {
+                span.record("records.created", report.created.len());
+                span.record("records.updated", report.updated.len());
+                span.record("records.deleted", report.deleted.len());
+                span.record("records.already_gone", report.already_gone.len());
+                span.record("records.unchanged", report.unchanged);
+                span.record("records.skipped", report.skipped.len());
+                span.record("conflicts", report.conflicts.len());
+                m.records_written("create", report.created.len());
+                m.records_written("update", report.updated.len());
+                m.records_written("delete", report.deleted.len());
+                m.records_unchanged(report.unchanged);
+                m.conflicts(
+                    crate::telemetry::ConflictKind::Record,
+                    report.conflicts.len(),
+                );
+                if report.conflicts.is_empty() {
+                    span.record("outcome", "written");
+                } else {
+                    let names: Vec<&str> = report
+                        .conflicts
+                        .iter()
+                        .map(|c| c.address.as_str())
+                        .collect();
+                    span.record("conflict.addresses", names.join(",").as_str());
+                    span.record("outcome", "conflict");
+                }
+            }
+            Err(_) => {
+                span.record("outcome", "error");
+                span.record("otel.status_code", "ERROR");
+            }
+        }
+        result
+    }
+
+    async fn write_state_untraced(&self, doc: &[u8]) -> Result<WriteReport, SessionError> {
         let split = state::parse(doc)?;
         let mut view = self.view.lock().await;
         let writer = Writer {
@@ -708,6 +775,12 @@ pub async fn read_snapshot_cached(
         .collect()
         .await;
     let mut snapshot = Snapshot::default();
+    crate::telemetry::metrics().records_read(
+        fetched
+            .iter()
+            .filter(|r| matches!(r, Ok((_, _, Some(_)))))
+            .count(),
+    );
     for result in fetched {
         let (key, kind, stored) = result?;
         let Some(stored) = stored else { continue };

@@ -184,6 +184,17 @@ fn effective_root(root: &Path, args: &[String]) -> PathBuf {
 }
 
 /// Run `choudoufu-live run`.
+#[tracing::instrument(
+    name = "run",
+    skip_all,
+    fields(
+        run_id = tracing::field::Empty,
+        estate = tracing::field::Empty,
+        store.kind = tracing::field::Empty,
+        terraform.subcommand = tracing::field::Empty,
+        exit_code = tracing::field::Empty,
+    )
+)]
 pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     let Some((program, rest)) = args.command.split_first() else {
         return Err("run needs a command: choudoufu-live run -- terraform apply".into());
@@ -202,6 +213,17 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     let store = store::open(&config.store, &root).await;
     let layout = Layout::new(config.estate.clone());
     let run = RunInfo::new(ProgramStamp::detect(&root));
+    {
+        // Names only: never the command's arguments, which can carry `-var` values.
+        let span = tracing::Span::current();
+        span.record("run_id", run.run_id.as_str());
+        span.record("estate", config.estate.as_str());
+        span.record(
+            "store.kind",
+            crate::telemetry::store_kind(&store.describe()),
+        );
+        span.record("terraform.subcommand", subcommand(rest).unwrap_or(""));
+    }
     let guard = store::guard_for(&config.store, &store);
     let store_name = store.describe();
     let session = Session::new(store, layout.clone(), run)
@@ -210,6 +232,14 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     let plan = plan_mode(rest, &terraform_dir(rest));
     if let PlanMode::Apply(file) = &plan {
         let refused = |e: PlanRefused| {
+            crate::telemetry::metrics().conflicts(
+                match &e {
+                    PlanRefused::Unstamped(_) => crate::telemetry::ConflictKind::Unstamped,
+                    PlanRefused::Moved(_) => crate::telemetry::ConflictKind::PlanMoved,
+                },
+                1,
+            );
+            tracing::Span::current().record("exit_code", EXIT_PLAN_REFUSED);
             eprintln!("choudoufu-live: {e}");
             Ok(EXIT_PLAN_REFUSED)
         };
@@ -282,8 +312,10 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
         }
     };
     if !summary.conflicts.is_empty() {
+        tracing::Span::current().record("exit_code", EXIT_CONFLICT);
         return Ok(EXIT_CONFLICT);
     }
+    tracing::Span::current().record("exit_code", code);
     Ok(code)
 }
 

@@ -371,6 +371,7 @@ impl Live for LiveService {
             };
             match outcome {
                 Outcome::Written(v) => {
+                    crate::telemetry::metrics().records_written("write", 1);
                     res.outcome = O::Written as i32;
                     res.new_version = v.as_ref().map(to_pb);
                     if kind == Kind::Resource {
@@ -384,6 +385,8 @@ impl Live for LiveService {
                     }
                 }
                 Outcome::Conflict(c) => {
+                    crate::telemetry::metrics()
+                        .conflicts(crate::telemetry::ConflictKind::Record, 1);
                     res.outcome = O::Conflict as i32;
                     res.expected = c.expected.as_ref().map(to_pb);
                     res.stored = c.stored.as_ref().map(to_pb);
@@ -536,7 +539,11 @@ impl Live for LiveService {
                 }))
             }
             Ok(Err(refused)) => Ok(Response::new(pb::BeginChangeResponse {
-                outcome: O::Refused as i32,
+                outcome: {
+                    crate::telemetry::metrics()
+                        .conflicts(crate::telemetry::ConflictKind::InFlight, 1);
+                    O::Refused as i32
+                },
                 taken_over: vec![],
                 diagnostics: vec![diag(
                     pb::diagnostic::Severity::Error,
@@ -598,6 +605,14 @@ impl Live for LiveService {
         let req = req.into_inner();
         use pb::check_plan_response::Outcome as O;
         let refuse = |outcome: O, text: String| {
+            crate::telemetry::metrics().conflicts(
+                if outcome == O::Moved {
+                    crate::telemetry::ConflictKind::PlanMoved
+                } else {
+                    crate::telemetry::ConflictKind::Unstamped
+                },
+                1,
+            );
             Ok(Response::new(pb::CheckPlanResponse {
                 outcome: outcome as i32,
                 diagnostics: error("The approved plan no longer matches the live system", &text),

@@ -160,6 +160,7 @@ pub async fn serve(env: HostEnv) -> Result<(), PluginError> {
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
     let router = Server::builder()
+        .trace_fn(grpc_span)
         .add_service(health_service)
         .add_service(GrpcControllerServer::new(goplugin::Controller {
             stop: stop.clone(),
@@ -214,6 +215,11 @@ pub async fn serve(env: HostEnv) -> Result<(), PluginError> {
             // Long-lived streams (stdio, broker) would hold a graceful stop: bound it.
             tokio::spawn(async {
                 tokio::time::sleep(SHUTDOWN_GRACE).await;
+                // Send the last spans and metrics before the hard exit, within go-plugin's patience.
+                let _ = tokio::task::spawn_blocking(|| {
+                    crate::telemetry::shutdown(crate::telemetry::PLUGIN_FLUSH)
+                })
+                .await;
                 std::process::exit(0);
             });
         })
@@ -223,4 +229,17 @@ pub async fn serve(env: HostEnv) -> Result<(), PluginError> {
     }
     served?;
     Ok(())
+}
+
+/// One span per gRPC call: the service and method, never the message.
+fn grpc_span(req: &axum::http::Request<()>) -> tracing::Span {
+    let path = req.uri().path().trim_start_matches('/');
+    let (service, method) = path.split_once('/').unwrap_or(("", path));
+    tracing::info_span!(
+        "grpc",
+        otel.name = %format!("{service}/{method}"),
+        rpc.system = "grpc",
+        rpc.service = %service,
+        rpc.method = %method,
+    )
 }

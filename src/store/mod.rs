@@ -4,6 +4,7 @@ pub mod azure;
 pub mod gcs;
 pub mod local;
 pub mod s3;
+pub mod traced;
 
 use std::fmt;
 use std::sync::Arc;
@@ -139,6 +140,50 @@ pub async fn put_conditional(
     bytes: &[u8],
     expected: Option<&Version>,
 ) -> Result<WriteOutcome, StoreError> {
+    use tracing::Instrument;
+    let kind = crate::telemetry::store_kind(&store.describe());
+    let op = if expected.is_some() {
+        "update"
+    } else {
+        "create"
+    };
+    let span = tracing::info_span!(
+        "store.put_conditional",
+        store.kind = kind,
+        store.op = op,
+        key = %key,
+        bytes = bytes.len(),
+        outcome = tracing::field::Empty,
+        latency_ms = tracing::field::Empty,
+        own_retry = tracing::field::Empty,
+        version = tracing::field::Empty,
+        expected.version = tracing::field::Empty,
+        found.version = tracing::field::Empty,
+        conflict.address = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    if let Some(v) = expected {
+        span.record("expected.version", tracing::field::display(v));
+    }
+    let started = std::time::Instant::now();
+    let result = put_conditional_untraced(store, key, bytes, expected)
+        .instrument(span.clone())
+        .await;
+    let outcome = traced::write_outcome(&span, key, &result);
+    span.record("outcome", outcome);
+    span.record("latency_ms", crate::telemetry::elapsed_ms(started));
+    if outcome == "error" {
+        span.record("otel.status_code", "ERROR");
+    }
+    result
+}
+
+async fn put_conditional_untraced(
+    store: &dyn RecordStore,
+    key: &str,
+    bytes: &[u8],
+    expected: Option<&Version>,
+) -> Result<WriteOutcome, StoreError> {
     let outcome = match expected {
         None => store.create(key, bytes).await?,
         Some(v) => store.update(key, bytes, v).await?,
@@ -146,6 +191,7 @@ pub async fn put_conditional(
     match outcome {
         WriteOutcome::Conflict(conflict) => match store.get(key).await? {
             Some(stored) if stored.bytes == bytes && !crate::cut::cut("own-write") => {
+                tracing::Span::current().record("own_retry", true);
                 Ok(WriteOutcome::Written(Some(stored.version)))
             }
             Some(stored) => Ok(WriteOutcome::Conflict(Conflict {
@@ -184,10 +230,16 @@ pub async fn open(settings: &crate::config::StoreSettings, root: &std::path::Pat
             } else {
                 root.join(path)
             };
-            Arc::new(local::LocalStore::new(path))
+            Arc::new(traced::Traced::new(Arc::new(local::LocalStore::new(path))))
         }
-        crate::config::StoreSettings::S3(s3) => Arc::new(s3::S3Store::connect(s3).await),
-        crate::config::StoreSettings::Azure(az) => Arc::new(azure::AzureStore::connect(az)),
-        crate::config::StoreSettings::Gcs(gcs) => Arc::new(gcs::GcsStore::connect(gcs)),
+        crate::config::StoreSettings::S3(s3) => Arc::new(traced::Traced::new(Arc::new(
+            s3::S3Store::connect(s3).await,
+        ))),
+        crate::config::StoreSettings::Azure(az) => Arc::new(traced::Traced::new(Arc::new(
+            azure::AzureStore::connect(az),
+        ))),
+        crate::config::StoreSettings::Gcs(gcs) => {
+            Arc::new(traced::Traced::new(Arc::new(gcs::GcsStore::connect(gcs))))
+        }
     }
 }

@@ -189,6 +189,7 @@ impl S3Store {
                     }
                     Some(409) if attempt < CONFLICT_RETRIES => {
                         attempt += 1;
+                        tracing::Span::current().record("attempt", u64::from(attempt) + 1);
                         backoff(attempt).await;
                     }
                     _ => return Err(self.fail(op, key, &e)),
@@ -320,6 +321,7 @@ impl RecordStore for S3Store {
                     }
                     Some(409) if attempt < CONFLICT_RETRIES => {
                         attempt += 1;
+                        tracing::Span::current().record("attempt", u64::from(attempt) + 1);
                         backoff(attempt).await;
                     }
                     _ => return Err(self.fail("delete", key, &e)),
