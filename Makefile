@@ -19,9 +19,9 @@ test:
 demo: build
 	scripts/demo
 
-## make prove-claims: each claim's test as is and with its mechanism cut out; rewrites docs/claims.md.
+## make prove-claims [CLAIMS="id ..."]: each claim's test as is and with its mechanism cut out; rewrites docs/claims.md.
 prove-claims:
-	scripts/with-moto scripts/prove-claims
+	scripts/with-moto scripts/prove-claims $(CLAIMS)
 
 ## make fuzz: the cargo-fuzz targets, FUZZ_SECONDS each (default 60).
 fuzz:
