@@ -57,6 +57,26 @@ pub struct LiveConfig {
     pub store: StoreSettings,
     /// `file:line` of the block.
     pub source: String,
+    /// Where to list live objects by their markers (`markers "aws" { region = ... }`), if anywhere.
+    pub markers: Option<MarkerListing>,
+}
+
+/// The provider settings `run` lists live objects with, to warn about marked objects no record names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MarkerListing {
+    /// The region.
+    pub region: String,
+    /// A custom endpoint (S3-compatible or test peers), if any.
+    pub endpoint: Option<String>,
+    /// A named profile for the credentials chain, if any.
+    pub profile: Option<String>,
+}
+
+impl MarkerListing {
+    /// The AWS provider configuration the lister reads.
+    pub fn provider_json(&self) -> serde_json::Value {
+        serde_json::json!({"region": self.region, "endpoint_url": self.endpoint, "profile": self.profile})
+    }
 }
 
 struct Located<'a> {
@@ -303,16 +323,26 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
         }
     };
     for block in body.blocks() {
-        if block.ident.as_str() != "record_store" {
+        if !matches!(block.ident.as_str(), "record_store" | "markers") {
             return Err(ctx.invalid(
                 block.span(),
                 format!(
-                    "unknown block `{}` in the live block; it takes one record_store block",
+                    "unknown block `{}` in the live block; it takes one record_store block and at most one markers block",
                     block.ident.as_str()
                 ),
             ));
         }
     }
+    let markers = match body.get_blocks("markers").collect::<Vec<_>>().as_slice() {
+        [] => None,
+        [one] => Some(marker_listing(&ctx, one)?),
+        [_, second, ..] => {
+            return Err(ctx.invalid(
+                second.span(),
+                "a second markers block; the live block takes at most one".into(),
+            ));
+        }
+    };
     let stores: Vec<&Block> = body.get_blocks("record_store").collect();
     let store = match stores.as_slice() {
         [] => StoreSettings::Local {
@@ -331,6 +361,37 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
         estate,
         store,
         source,
+        markers,
+    })
+}
+
+fn marker_listing(ctx: &Ctx, block: &Block) -> Result<MarkerListing, ConfigError> {
+    let family = match block.labels.as_slice() {
+        [BlockLabel::String(s)] => s.value().to_string(),
+        [BlockLabel::Ident(i)] => i.as_str().to_string(),
+        _ => String::new(),
+    };
+    if family != "aws" {
+        return Err(ctx.invalid(
+            block.span(),
+            format!("markers {family:?}: only the \"aws\" family has a lister; write markers \"aws\" {{ region = \"eu-west-1\" }}"),
+        ));
+    }
+    let what = "markers \"aws\"";
+    ctx.only(&block.body, &["region", "endpoint", "profile"], what)?;
+    let region = ctx
+        .string(&block.body, "region", what)?
+        .filter(|r| !r.is_empty());
+    let Some(region) = region else {
+        return Err(ctx.invalid(
+            block.span(),
+            "markers \"aws\" has no `region`; add region = \"eu-west-1\"".into(),
+        ));
+    };
+    Ok(MarkerListing {
+        region,
+        endpoint: ctx.string(&block.body, "endpoint", what)?,
+        profile: ctx.string(&block.body, "profile", what)?,
     })
 }
 

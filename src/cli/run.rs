@@ -298,6 +298,14 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, CliError> {
     server.stop().await;
     let summary = backend.summary();
     print_summary(&config, &summary);
+    if let Some(listing) = &config.markers
+        && matches!(
+            subcommand(rest),
+            Some("plan" | "apply" | "refresh" | "destroy" | "import")
+        )
+    {
+        warn_unrecorded(&config, listing, &backend).await;
+    }
     if let PlanMode::Save(file) = &plan
         && matches!(status.code(), Some(0) | Some(2))
         && file.is_file()
@@ -344,6 +352,54 @@ async fn stamp_plan(
         path.display()
     );
     Ok(())
+}
+
+/// Warn, without deleting, about live objects carrying this estate's marker that no record names.
+async fn warn_unrecorded(
+    config: &LiveConfig,
+    listing: &crate::config::MarkerListing,
+    backend: &Backend,
+) {
+    let session = backend.session();
+    if let Err(e) = session.refresh().await {
+        eprintln!(
+            "choudoufu-live: warning: could not read the records to look for unrecorded marked objects: {e}"
+        );
+        return;
+    }
+    let snapshot = session.snapshot().await;
+    let mut recorded = Vec::new();
+    let mut types = std::collections::BTreeSet::new();
+    for entry in snapshot.records.values() {
+        if let Some(meta) = &entry.record.resource {
+            recorded.push(entry.record.address.clone());
+            types.insert(meta.type_name.clone());
+        }
+    }
+    let lister = match crate::markers_aws::AwsLister::from_json(&listing.provider_json()).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("choudoufu-live: warning: no listing of marked objects: {e}");
+            return;
+        }
+    };
+    let types: Vec<String> = types.into_iter().collect();
+    match lister
+        .list_unrecorded(config.estate.as_str(), &recorded, &types)
+        .await
+    {
+        Ok(objects) => {
+            for o in objects {
+                eprintln!(
+                    "choudoufu-live: warning: unrecorded marked object {}: it carries estate {}'s marker (tofu-address={}) but no record names it; it was not deleted",
+                    o.arn,
+                    config.estate,
+                    o.address().unwrap_or("?")
+                );
+            }
+        }
+        Err(e) => eprintln!("choudoufu-live: warning: listing marked objects failed: {e}"),
+    }
 }
 
 /// With the `estate-lock` mechanism cut (tests only), hold a stock-style lock file for the whole run.
