@@ -41,9 +41,10 @@ async fn unrecorded_marked_objects_are_reported_and_kept() {
         queue_arn(&named).await,
         queue_arn(&other).await,
     );
-    let _turn = turn();
+    let turn_guard = turn();
     root.init_and_apply();
     let out = root.run(&["plan", "-input=false"]);
+    drop(turn_guard);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let err = text(&out.stderr);
     assert!(
