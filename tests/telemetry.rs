@@ -428,3 +428,80 @@ fn no_endpoint_no_connection() {
         );
     }
 }
+
+/// Plugin mode: each gRPC call is a span, and the spans reach the receiver after the host's
+/// Shutdown, before the process exits (within go-plugin's 2 s).
+#[test]
+fn plugin_mode_sends_its_spans_after_shutdown() {
+    use std::io::{BufRead, BufReader};
+    let receiver = Receiver::start("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_choudoufu-live"));
+    cmd.current_dir(dir.path())
+        .env(
+            "TF_PLUGIN_MAGIC_COOKIE",
+            "d602bf8f470bc67ca7faa0386276bbdd4330efaf76d1a219cb4d6991ca9872b2",
+        )
+        .env("PLUGIN_PROTOCOL_VERSIONS", "6")
+        .env("PLUGIN_MIN_PORT", "10000")
+        .env("PLUGIN_MAX_PORT", "25000")
+        .env_remove("PLUGIN_CLIENT_CERT")
+        .env_remove("PLUGIN_UNIX_SOCKET_DIR");
+    let mut child = with_otel(cmd, Some(&receiver.endpoint()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split('|')
+        .nth(3)
+        .expect("an address in the handshake line")
+        .to_string();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let stopped_in = rt.block_on(async {
+        let channel = tonic::transport::Endpoint::try_from(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        let mut provider =
+            choudoufu_live::proto::tfplugin6::provider_client::ProviderClient::new(channel.clone());
+        provider
+            .get_metadata(choudoufu_live::proto::tfplugin6::get_metadata::Request {})
+            .await
+            .unwrap();
+        let mut ctl =
+            choudoufu_live::proto::plugin::grpc_controller_client::GrpcControllerClient::new(
+                channel,
+            );
+        let t = std::time::Instant::now();
+        ctl.shutdown(choudoufu_live::proto::plugin::Empty {})
+            .await
+            .unwrap();
+        t
+    });
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(
+            stopped_in.elapsed() < Duration::from_secs(5),
+            "the plugin did not exit after Shutdown"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        stopped_in.elapsed() < Duration::from_secs(2),
+        "exit took {:?} after Shutdown",
+        stopped_in.elapsed()
+    );
+    let names: Vec<String> = receiver.spans().iter().map(|s| s.name.clone()).collect();
+    assert!(
+        names.iter().any(|n| n == "tfplugin6.Provider/GetMetadata"),
+        "the gRPC call's span was sent before exit: {names:?}"
+    );
+}
