@@ -606,6 +606,11 @@ impl Session {
                 let outcome =
                     store::put_conditional(self.store.as_ref(), &key, &bytes, expected.as_ref())
                         .await?;
+                if let (Some(cache), WriteOutcome::Written(Some(version))) = (&self.cache, &outcome)
+                {
+                    // What this run wrote is what the next read lists: keep it warm.
+                    cache.put(&key, version, &bytes);
+                }
                 Ok(match outcome {
                     WriteOutcome::Written(Some(version)) => Done::Put {
                         key,

@@ -31,6 +31,8 @@ pub struct Counts {
     pub bytes_up: AtomicUsize,
     /// Requests forwarded to the store, by method.
     pub puts: AtomicUsize,
+    /// Bytes (head and body) of the write requests forwarded: PUT, POST, DELETE.
+    pub bytes_written: AtomicUsize,
 }
 
 impl Counts {
@@ -206,6 +208,14 @@ async fn serve(
             counts.bytes_up.fetch_add(request.len(), Ordering::SeqCst);
             if request.starts_with(b"PUT ") || request.starts_with(b"POST ") {
                 counts.puts.fetch_add(1, Ordering::SeqCst);
+            }
+            if request.starts_with(b"PUT ")
+                || request.starts_with(b"POST ")
+                || request.starts_with(b"DELETE ")
+            {
+                counts
+                    .bytes_written
+                    .fetch_add(request.len(), Ordering::SeqCst);
             }
         }
         match fault {
