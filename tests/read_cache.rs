@@ -62,8 +62,26 @@ async fn warm_reads_fetch_only_what_changed() {
     assert_eq!(requests() - before, 1, "a warm read is one listing");
     assert_eq!(warm.state_document().await, cold.state_document().await);
 
-    // Another run changes r0: the next warm read fetches r0 again, and only r0.
+    // This run writes r0: what it wrote is cached, so its next read is still one listing.
     cold.write_state(&doc(30, "b"))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    let before = requests();
+    open().refresh().await.unwrap();
+    assert_eq!(
+        requests() - before,
+        1,
+        "a run's own write keeps the cache warm"
+    );
+
+    // Another run (another machine, no shared cache) changes r0: the next warm read fetches r0 again, and only r0.
+    let other = Session::open(counted.clone(), layout.clone(), run())
+        .await
+        .unwrap();
+    other
+        .write_state(&doc(30, "c"))
         .await
         .unwrap()
         .into_result()
@@ -84,7 +102,7 @@ async fn warm_reads_fetch_only_what_changed() {
         .find(|r| r["name"] == "r0")
         .unwrap();
     assert_eq!(
-        r0["instances"][0]["attributes"]["input"], "b",
+        r0["instances"][0]["attributes"]["input"], "c",
         "the cache never serves a version the listing does not name"
     );
 }
