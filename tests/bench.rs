@@ -471,3 +471,52 @@ async fn bench() {
     std::fs::write(docs.join("RESULTS.md"), &md).unwrap();
     println!("{md}");
 }
+
+/// Where a warm read of 10,000 records spends its time: the listing, then the cache reads, decoding and assembly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "make bench (profile of B3 warm)"]
+async fn b3_warm_profile() {
+    let n = 10_000;
+    let (store, _bucket) = common::s3_store("b3p").await;
+    let store: DynStore = Arc::new(store);
+    let layout = Layout::new(EstateName::parse("b3p").unwrap());
+    Session::new(
+        store.clone(),
+        layout.clone(),
+        RunInfo::new(ProgramStamp::default()),
+    )
+    .write_state(&doc(n))
+    .await
+    .unwrap()
+    .into_result()
+    .unwrap();
+    let cache_dir = tempfile::tempdir().unwrap();
+    let cached = || {
+        Session::new(
+            store.clone(),
+            layout.clone(),
+            RunInfo::new(ProgramStamp::default()),
+        )
+        .with_cache(Some(ReadCache::new(cache_dir.path())))
+    };
+    cached().refresh().await.unwrap();
+    let t = Instant::now();
+    let listed = choudoufu_live::store::list_all(store.as_ref(), &layout.prefix())
+        .await
+        .unwrap();
+    let list_s = t.elapsed().as_secs_f64();
+    assert_eq!(listed.len(), n + 1);
+    let t = Instant::now();
+    let s = cached();
+    s.refresh().await.unwrap();
+    let refresh_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let d = s.state_document().await;
+    let assemble_s = t.elapsed().as_secs_f64();
+    println!(
+        "B3 warm profile, {n} records: listing {list_s:.3} s ({} pages of 1000); whole warm refresh {refresh_s:.3} s, so cache reads and decoding {:.3} s; assembling the {} byte document {assemble_s:.3} s",
+        listed.len().div_ceil(1000),
+        refresh_s - list_s,
+        d.len()
+    );
+}
