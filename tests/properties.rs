@@ -149,3 +149,14 @@ fn any_json() -> impl Strategy<Value = Value> {
         ]
     })
 }
+
+/// An oversized state document is refused by name before it is read, with nothing written.
+#[test]
+fn an_oversized_state_is_refused_by_name() {
+    let huge = vec![b' '; choudoufu_live::state::MAX_STATE_BYTES + 1];
+    let e = parse(&huge).unwrap_err();
+    assert!(
+        e.to_string().contains("over the") && e.to_string().contains("nothing was written"),
+        "{e}"
+    );
+}
