@@ -54,7 +54,8 @@ async fn start(
     }
 }
 
-async fn read(c: &mut Client) -> Vec<pb::RecordEntry> {
+/// Every entry ReadRecords streams.
+pub(crate) async fn read(c: &mut Client) -> Vec<pb::RecordEntry> {
     let mut s = c
         .read_records(pb::ReadRecordsRequest {})
         .await

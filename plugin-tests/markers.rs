@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use choudoufu_live::proto::live as pb;
 use choudoufu_live::proto::live::live_client::LiveClient;
 use serde_json::{Value, json};
-use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 
+use crate::choudoufu::read;
 use crate::host::{ClientCert, Launch, Plugin, client_cert};
 use aws_objects::*;
 
@@ -41,19 +41,6 @@ async fn start(dir: &Path, cert: &ClientCert, estate: &str) -> (Client, Plugin) 
         .into_inner();
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
     (client, plugin)
-}
-
-async fn read(c: &mut Client) -> Vec<pb::RecordEntry> {
-    let mut s = c
-        .read_records(pb::ReadRecordsRequest {})
-        .await
-        .unwrap()
-        .into_inner();
-    let mut out = Vec::new();
-    while let Some(e) = s.next().await {
-        out.push(e.unwrap());
-    }
-    out
 }
 
 async fn find(
