@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use choudoufu_live::proto::live as pb;
-use choudoufu_live::proto::live::live_client::LiveClient;
+use choudoufu_live::frontdoor::plugin::proto::live as pb;
+use choudoufu_live::frontdoor::plugin::proto::live::live_client::LiveClient;
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;

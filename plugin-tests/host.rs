@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
-use choudoufu_live::proto::plugin::grpc_controller_client::GrpcControllerClient;
-use choudoufu_live::proto::tfplugin6::provider_client::ProviderClient;
+use choudoufu_live::frontdoor::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient;
+use choudoufu_live::frontdoor::plugin::proto::tfplugin6::provider_client::ProviderClient;
 use hyper_util::rt::TokioIo;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
@@ -310,7 +310,7 @@ impl Plugin {
     pub async fn shutdown(&mut self, cert: Option<&ClientCert>) -> Duration {
         let mut ctl = GrpcControllerClient::new(self.channel_with(cert).await.expect("connect"));
         let t = Instant::now();
-        ctl.shutdown(choudoufu_live::proto::plugin::Empty {})
+        ctl.shutdown(choudoufu_live::frontdoor::plugin::proto::plugin::Empty {})
             .await
             .expect("shutdown");
         loop {

@@ -6,8 +6,8 @@ mod markers;
 
 use std::time::Duration;
 
-use choudoufu_live::proto::tfplugin6 as pb;
-use choudoufu_live::proto::tfplugin6::provider_client::ProviderClient;
+use choudoufu_live::frontdoor::plugin::proto::tfplugin6 as pb;
+use choudoufu_live::frontdoor::plugin::proto::tfplugin6::provider_client::ProviderClient;
 use host::{Launch, client_cert};
 use serde_json::{Value, json};
 use tokio_stream::StreamExt;
@@ -123,7 +123,7 @@ async fn read(p: &mut ProviderClient<Channel>, ws: &str) -> (Vec<u8>, usize) {
 
 fn resources_of(bytes: &[u8]) -> Value {
     let v: Value = serde_json::from_slice(bytes).unwrap();
-    choudoufu_live::digest::canonical(&v["resources"])
+    choudoufu_live::engine::digest::canonical(&v["resources"])
 }
 
 fn is_error(d: &[pb::Diagnostic]) -> bool {

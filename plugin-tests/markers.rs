@@ -8,8 +8,8 @@ mod aws_objects;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use choudoufu_live::proto::live as pb;
-use choudoufu_live::proto::live::live_client::LiveClient;
+use choudoufu_live::frontdoor::plugin::proto::live as pb;
+use choudoufu_live::frontdoor::plugin::proto::live::live_client::LiveClient;
 use serde_json::{Value, json};
 use tonic::transport::Channel;
 

@@ -6,46 +6,67 @@ use hcl::edit::expr::Expression;
 use hcl::edit::structure::{Block, BlockLabel, Body};
 use hcl::edit::{Span, parser};
 
-use crate::error::ConfigError;
-use crate::layout::EstateName;
-use crate::store::azure::AzureSettings;
-use crate::store::gcs::GcsSettings;
-use crate::store::s3::S3Settings;
+use thiserror::Error;
+
+use crate::engine::layout::EstateName;
+use crate::store::settings::{SettingError, SettingsSource, StoreKind};
+use crate::store::{StoreSettings, local::LocalSettings};
 
 /// The file stock terraform and tofu do not read, where the live block may stand at the top level.
 pub const LIVE_FILE: &str = "live.hcl";
-/// The local store's folder when none is named.
-pub const DEFAULT_LOCAL_PATH: &str = ".live-records";
 
-/// Where records are kept.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StoreSettings {
-    /// A local folder.
-    Local {
-        /// The folder (relative paths are taken from the root).
-        path: PathBuf,
+/// The root's `live` block is missing or invalid.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// No live block anywhere in the root.
+    #[error(
+        "no live block in {root}: add a file live.hcl to the root with\n\n  live {{\n    estate = \"my-estate\"\n    record_store \"local\" {{\n      path = \".live-records\"\n    }}\n  }}\n\n(or, for choudoufu, the same block inside terraform {{}})"
+    )]
+    NoLiveBlock {
+        /// The root folder.
+        root: PathBuf,
     },
-    /// An S3 bucket.
-    S3(S3Settings),
-    /// An Azure Blob Storage container.
-    Azure(AzureSettings),
-    /// A Google Cloud Storage bucket.
-    Gcs(GcsSettings),
-}
-
-/// The record store kinds, as `record_store "<kind>"` names them.
-pub const STORE_KINDS: &[&str] = &["local", "s3", "azurerm", "gcs"];
-
-impl StoreSettings {
-    /// The kind, as `record_store "<kind>"` names it.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            StoreSettings::Local { .. } => "local",
-            StoreSettings::S3(_) => "s3",
-            StoreSettings::Azure(_) => "azurerm",
-            StoreSettings::Gcs(_) => "gcs",
-        }
-    }
+    /// Two live blocks: in two files, or twice in one.
+    #[error("two live blocks: {first} and {second}; keep exactly one")]
+    TwoLiveBlocks {
+        /// `file:line` of the first.
+        first: String,
+        /// `file:line` of the second.
+        second: String,
+    },
+    /// A file that is not valid HCL.
+    #[error("{file}: {message}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A live block whose content is wrong.
+    #[error("{at}: {message}")]
+    Invalid {
+        /// `file:line` of the offending item.
+        at: String,
+        /// What is wrong and what to write instead.
+        message: String,
+    },
+    /// The root has no `backend "http" {}` for `run` to point at its server.
+    #[error(
+        "no backend \"http\" block in {root}: `choudoufu-live run` serves the state over terraform's HTTP backend; add to a .tf file in the root:\n\n  terraform {{\n    backend \"http\" {{}}\n  }}\n\n(leave address, lock_address and unlock_address out: run sets the address for each run)"
+    )]
+    NoHttpBackend {
+        /// The root folder.
+        root: PathBuf,
+    },
+    /// A file that could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file or folder.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A root's live settings.
@@ -170,8 +191,7 @@ impl LiveConfig {
     /// The local store's folder, made absolute against `root`.
     pub fn local_path(&self, root: &Path) -> Option<PathBuf> {
         match &self.store {
-            StoreSettings::Local { path } if path.is_absolute() => Some(path.clone()),
-            StoreSettings::Local { path } => Some(root.join(path)),
+            StoreSettings::Local(local) => Some(local.path_from(root)),
             _ => None,
         }
     }
@@ -345,9 +365,7 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
     };
     let stores: Vec<&Block> = body.get_blocks("record_store").collect();
     let store = match stores.as_slice() {
-        [] => StoreSettings::Local {
-            path: PathBuf::from(DEFAULT_LOCAL_PATH),
-        },
+        [] => StoreSettings::Local(LocalSettings::default()),
         [one] => store_settings(&ctx, one)?,
         [_, second, ..] => {
             return Err(ctx.invalid(
@@ -395,6 +413,42 @@ fn marker_listing(ctx: &Ctx, block: &Block) -> Result<MarkerListing, ConfigError
     })
 }
 
+/// A `record_store` block's attributes as a settings source.
+struct HclSource<'a> {
+    ctx: &'a Ctx<'a>,
+    body: &'a Body,
+    what: String,
+}
+
+impl SettingsSource for HclSource<'_> {
+    fn string(&self, name: &str) -> Result<Option<String>, SettingError> {
+        self.ctx
+            .string(self.body, name, &self.what)
+            .map_err(|e| SettingError::setting(name, message_of(e)))
+    }
+
+    fn boolean(&self, name: &str) -> Result<Option<bool>, SettingError> {
+        self.ctx
+            .boolean(self.body, name, &self.what)
+            .map_err(|e| SettingError::setting(name, message_of(e)))
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.body
+            .attributes()
+            .map(|a| a.key.as_str().to_string())
+            .collect()
+    }
+}
+
+/// The message of a config error, without its place (the caller places it again).
+fn message_of(e: ConfigError) -> String {
+    match e {
+        ConfigError::Invalid { message, .. } => message,
+        other => other.to_string(),
+    }
+}
+
 fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError> {
     let kind = match block.labels.as_slice() {
         [BlockLabel::String(s)] => s.value().to_string(),
@@ -414,130 +468,20 @@ fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError
             format!("record_store takes no block `{}`", inner.ident.as_str()),
         ));
     }
-    match kind.as_str() {
-        "local" => {
-            ctx.only(body, &["path"], "record_store \"local\"")?;
-            let path = ctx
-                .string(body, "path", "record_store \"local\"")?
-                .unwrap_or_else(|| DEFAULT_LOCAL_PATH.into());
-            if path.is_empty() {
-                return Err(ctx.invalid(
-                    block.span(),
-                    "record_store \"local\": `path` is empty".into(),
-                ));
-            }
-            Ok(StoreSettings::Local {
-                path: PathBuf::from(path),
-            })
-        }
-        "s3" => {
-            let what = "record_store \"s3\"";
-            ctx.only(
-                body,
-                &[
-                    "bucket",
-                    "region",
-                    "endpoint",
-                    "use_path_style",
-                    "kms_key_id",
-                    "skip_bucket_checks",
-                ],
-                what,
-            )?;
-            let bucket = ctx.string(body, "bucket", what)?.filter(|b| !b.is_empty());
-            let Some(bucket) = bucket else {
-                return Err(ctx.invalid(
-                    block.span(),
-                    "record_store \"s3\" has no `bucket`; add bucket = \"my-records-bucket\""
-                        .into(),
-                ));
-            };
-            Ok(StoreSettings::S3(S3Settings {
-                bucket,
-                region: ctx.string(body, "region", what)?,
-                endpoint: ctx.string(body, "endpoint", what)?,
-                use_path_style: ctx.boolean(body, "use_path_style", what)?,
-                kms_key_id: ctx.string(body, "kms_key_id", what)?,
-                skip_bucket_checks: ctx
-                    .boolean(body, "skip_bucket_checks", what)?
-                    .unwrap_or(false),
-            }))
-        }
-        "azurerm" => {
-            let what = "record_store \"azurerm\"";
-            ctx.only(
-                body,
-                &[
-                    "storage_account_name",
-                    "container_name",
-                    "endpoint",
-                    "access_key",
-                    "sas_token",
-                    "connection_string",
-                ],
-                what,
-            )?;
-            let container = ctx.string(body, "container_name", what)?;
-            let Some(container_name) = container.filter(|c| !c.is_empty()) else {
-                return Err(ctx.invalid(
-                    block.span(),
-                    "record_store \"azurerm\" has no `container_name`; add container_name = \"records\""
-                        .into(),
-                ));
-            };
-            let settings = AzureSettings {
-                storage_account_name: ctx.string(body, "storage_account_name", what)?,
-                container_name,
-                endpoint: ctx.string(body, "endpoint", what)?,
-                access_key: ctx.string(body, "access_key", what)?,
-                sas_token: ctx.string(body, "sas_token", what)?,
-                connection_string: ctx.string(body, "connection_string", what)?,
-            };
-            if let Some(c) = &settings.connection_string {
-                crate::store::azure::parse_connection_string(c).map_err(|m| {
-                    ctx.invalid(
-                        body.get_attribute("connection_string")
-                            .and_then(|a| a.span()),
-                        format!("{what} `connection_string`: {m}"),
-                    )
-                })?;
-            }
-            Ok(StoreSettings::Azure(settings))
-        }
-        "gcs" => {
-            let what = "record_store \"gcs\"";
-            ctx.only(
-                body,
-                &["bucket", "endpoint", "credentials", "skip_credentials"],
-                what,
-            )?;
-            let bucket = ctx.string(body, "bucket", what)?.filter(|b| !b.is_empty());
-            let Some(bucket) = bucket else {
-                return Err(ctx.invalid(
-                    block.span(),
-                    "record_store \"gcs\" has no `bucket`; add bucket = \"my-records-bucket\""
-                        .into(),
-                ));
-            };
-            Ok(StoreSettings::Gcs(GcsSettings {
-                bucket,
-                endpoint: ctx.string(body, "endpoint", what)?,
-                credentials: ctx.string(body, "credentials", what)?,
-                skip_credentials: ctx
-                    .boolean(body, "skip_credentials", what)?
-                    .unwrap_or(false),
-            }))
-        }
-        other => Err(ctx.invalid(
-            block.span(),
-            format!(
-                "unknown record store kind {other:?}; the kinds are {}",
-                STORE_KINDS
-                    .iter()
-                    .map(|k| format!("{k:?}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
-    }
+    let placed = |e: SettingError| {
+        let span = e
+            .setting
+            .as_deref()
+            .and_then(|name| body.get_attribute(name))
+            .and_then(|a| a.span())
+            .or_else(|| block.span());
+        ctx.invalid(span, e.message)
+    };
+    let kind = StoreKind::parse(&kind).map_err(placed)?;
+    let source = HclSource {
+        ctx,
+        body,
+        what: format!("record_store {:?}", kind.as_str()),
+    };
+    StoreSettings::from_source(kind, &source).map_err(placed)
 }

@@ -1,8 +1,10 @@
-//! A test-only switch that cuts one mechanism out, so `make prove-claims` can show each claim's test fail without it.
+//! Test-only switches that cut one mechanism out, so `make prove-claims` can show each claim's test fail without it.
 //!
 //! Compiled in only with the `mechanism-cut` feature, which refuses to build in release
-//! mode; the mechanism to cut is named in `CHOUDOUFU_CUT` (comma-separated). Without the
-//! feature every call answers `false` and the optimiser removes it.
+//! mode. The mechanisms to cut are named in `CHOUDOUFU_CUT` (comma-separated), read once
+//! per process; a name that is not a [`Mechanism`] stops the process loudly, so a misspelt
+//! cut can never turn "proven" into "passes". Without the feature every call answers
+//! `false` and the optimiser removes it.
 
 #[cfg(all(feature = "mechanism-cut", not(debug_assertions)))]
 compile_error!(
@@ -12,18 +14,206 @@ compile_error!(
 /// The variable naming the mechanisms to cut.
 pub const CUT_ENV: &str = "CHOUDOUFU_CUT";
 
+/// One mechanism a claim rests on; `scripts/claims.tsv` names them by [`Mechanism::name`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mechanism {
+    /// The store's conditional-write preconditions (`If-None-Match` / `If-Match`).
+    Conditions,
+    /// The session's diff against its base (unchanged records are not written).
+    Diff,
+    /// Recognising a run's own retried write by its bytes.
+    OwnWrite,
+    /// The local store breaking a lock file its dead holder left.
+    StaleBreak,
+    /// Taking no estate lock (cut: `run` holds a stock-style lock file for the whole run).
+    EstateLock,
+    /// `force-unlock` answering "no lock" without running terraform.
+    NoLock,
+    /// Judging a run gone by its heartbeat, so its marks are taken over.
+    Takeover,
+    /// Refusing a change whose dependency is in flight in another live run.
+    PendingMarks,
+    /// Pinning a saved plan's base for its apply.
+    Pin,
+    /// Checking a saved plan's stamp before it is applied.
+    StampCheck,
+    /// The choudoufu protocol's delete rules (program stamps, owning estate).
+    DeleteRule,
+    /// Default provider records keyed by address and configuration.
+    ProviderId,
+    /// The estate prefix's trailing slash, which keeps `prod` apart from `prod-eu`.
+    EstatePrefix,
+    /// The bucket safety check before a run's first write.
+    BucketCheck,
+    /// The IAM policy's confinement to the estate's prefix and tag.
+    PolicyScope,
+    /// Plugin mode pinning the host's client certificate.
+    ClientPinning,
+    /// Listing live objects by their markers.
+    Listing,
+}
+
+impl Mechanism {
+    /// Every mechanism, in the order the claims list them.
+    pub const ALL: &'static [Mechanism] = &[
+        Mechanism::Conditions,
+        Mechanism::Diff,
+        Mechanism::OwnWrite,
+        Mechanism::StaleBreak,
+        Mechanism::EstateLock,
+        Mechanism::NoLock,
+        Mechanism::Takeover,
+        Mechanism::PendingMarks,
+        Mechanism::Pin,
+        Mechanism::StampCheck,
+        Mechanism::DeleteRule,
+        Mechanism::ProviderId,
+        Mechanism::EstatePrefix,
+        Mechanism::BucketCheck,
+        Mechanism::PolicyScope,
+        Mechanism::ClientPinning,
+        Mechanism::Listing,
+    ];
+
+    /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mechanism::Conditions => "conditions",
+            Mechanism::Diff => "diff",
+            Mechanism::OwnWrite => "own-write",
+            Mechanism::StaleBreak => "stale-break",
+            Mechanism::EstateLock => "estate-lock",
+            Mechanism::NoLock => "no-lock",
+            Mechanism::Takeover => "takeover",
+            Mechanism::PendingMarks => "pending-marks",
+            Mechanism::Pin => "pin",
+            Mechanism::StampCheck => "stamp-check",
+            Mechanism::DeleteRule => "delete-rule",
+            Mechanism::ProviderId => "provider-id",
+            Mechanism::EstatePrefix => "estate-prefix",
+            Mechanism::BucketCheck => "bucket-check",
+            Mechanism::PolicyScope => "policy-scope",
+            Mechanism::ClientPinning => "client-pinning",
+            Mechanism::Listing => "listing",
+        }
+    }
+
+    /// The mechanism a name names, if any.
+    pub fn parse(name: &str) -> Option<Mechanism> {
+        Mechanism::ALL.iter().copied().find(|m| m.name() == name)
+    }
+}
+
+/// The mechanisms a comma-separated list names, or the first name that is none.
+pub fn parse_list(list: &str) -> Result<Vec<Mechanism>, String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(|n| Mechanism::parse(n).ok_or_else(|| n.to_string()))
+        .collect()
+}
+
 /// Whether `mechanism` is cut out in this (test) build.
 #[inline]
-pub fn cut(mechanism: &str) -> bool {
+pub fn cut(mechanism: Mechanism) -> bool {
     #[cfg(feature = "mechanism-cut")]
     {
-        std::env::var(CUT_ENV)
-            .map(|v| v.split(',').any(|m| m.trim() == mechanism))
-            .unwrap_or(false)
+        cut_list().contains(&mechanism)
     }
     #[cfg(not(feature = "mechanism-cut"))]
     {
         let _ = mechanism;
         false
+    }
+}
+
+#[cfg(feature = "mechanism-cut")]
+fn cut_list() -> &'static [Mechanism] {
+    static LIST: std::sync::OnceLock<Vec<Mechanism>> = std::sync::OnceLock::new();
+    LIST.get_or_init(|| {
+        let list = std::env::var(CUT_ENV).unwrap_or_default();
+        match parse_list(&list) {
+            Ok(list) => list,
+            Err(unknown) => {
+                let known: Vec<&str> = Mechanism::ALL.iter().map(|m| m.name()).collect();
+                eprintln!(
+                    "{CUT_ENV}={list}: {unknown:?} is no mechanism; the mechanisms are {}",
+                    known.join(", ")
+                );
+                std::process::exit(97);
+            }
+        }
+    })
+}
+
+/// With [`Mechanism::EstateLock`] cut, a stock-style lock file held for a whole run (a killed run leaves it).
+#[derive(Debug)]
+pub struct StockLock(std::path::PathBuf);
+
+impl StockLock {
+    /// Wait up to a minute for the estate's stock-style lock file, when the estate-lock mechanism is cut.
+    pub async fn hold_if_cut(estate: &str) -> Result<Option<StockLock>, std::io::Error> {
+        if !cut(Mechanism::EstateLock) {
+            return Ok(None);
+        }
+        let path = std::env::temp_dir().join(format!("choudoufu-cut-estate-lock-{estate}"));
+        let started = std::time::Instant::now();
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Ok(Some(StockLock(path))),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    if started.elapsed() > std::time::Duration::from_secs(60) {
+                        return Err(std::io::Error::other(format!(
+                            "Error acquiring the state lock: {} is held",
+                            path.display()
+                        )));
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for StockLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_unknown_names_are_refused() {
+        for m in Mechanism::ALL {
+            assert_eq!(Mechanism::parse(m.name()), Some(*m));
+        }
+        assert_eq!(
+            parse_list(" diff, own-write ,"),
+            Ok(vec![Mechanism::Diff, Mechanism::OwnWrite])
+        );
+        assert_eq!(parse_list("diff,own_write"), Err("own_write".to_string()));
+    }
+
+    #[test]
+    fn every_claim_names_a_mechanism() {
+        let tsv = include_str!("../scripts/claims.tsv");
+        for line in tsv
+            .lines()
+            .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        {
+            let mech = line.rsplit('\t').next().unwrap_or_default();
+            assert!(
+                Mechanism::parse(mech).is_some(),
+                "scripts/claims.tsv names {mech:?}, which is no Mechanism"
+            );
+        }
     }
 }

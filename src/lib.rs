@@ -1,30 +1,22 @@
 //! choudoufu-live: one record per resource, every write conditional, no state lock.
 //!
-//! The engine (`store`, `record`, `state`, `session`) knows nothing of gRPC or
-//! HTTP; the front doors translate their protocol and call it.
+//! The crate map (each layer imports only those above it in this list):
+//!
+//! - [`cut`]: test-only switches that cut one mechanism out, for `make prove-claims`;
+//! - [`telemetry`], [`logging`]: spans and metrics exported over OTLP when asked; stderr logs;
+//! - [`store`]: record stores (local, S3, Azure Blob, GCS) and their one conditional write;
+//! - [`engine`]: records, state documents, sessions, claims and plan stamps (no HTTP, gRPC, SDK or CLI);
+//! - [`config`]: finds and reads a root's live block;
+//! - [`cloud`]: cloud-specific work beyond the store (AWS live markers, IAM policies);
+//! - [`frontdoor`]: the doors terraform comes in by (`run` over HTTP, plugin mode over gRPC);
+//! - [`cli`]: the command line.
 
-pub mod address;
-pub mod bucket;
 pub mod cli;
+pub mod cloud;
 pub mod config;
 pub mod cut;
-pub mod digest;
-pub mod error;
-pub mod http_backend;
-pub mod iam;
-pub mod layout;
+pub mod engine;
+pub mod frontdoor;
 pub mod logging;
-pub mod markers;
-pub mod markers_aws;
-pub mod pending;
-pub mod plan_stamp;
-pub mod plugin;
-pub mod program;
-pub mod proto;
-pub mod read_cache;
-pub mod record;
-pub mod record_writes;
-pub mod session;
-pub mod state;
 pub mod store;
 pub mod telemetry;

@@ -1,7 +1,7 @@
 //! choudoufu-live: the CLI, or the plugin when terraform starts it with no arguments and its cookie.
 
+use choudoufu_live::frontdoor::plugin::{self, handshake};
 use choudoufu_live::logging::{self, LogFormat};
-use choudoufu_live::plugin::{self, handshake};
 use choudoufu_live::telemetry;
 use clap::Parser;
 

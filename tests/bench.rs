@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use choudoufu_live::layout::{EstateName, Layout};
-use choudoufu_live::program::ProgramStamp;
-use choudoufu_live::read_cache::ReadCache;
-use choudoufu_live::session::{RunInfo, Session};
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::read_cache::ReadCache;
+use choudoufu_live::engine::session::{RunInfo, Session};
 use choudoufu_live::store::local::LocalStore;
 use choudoufu_live::store::s3::S3Store;
 use choudoufu_live::store::{DynStore, RecordStore};

@@ -5,14 +5,13 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Arc;
 
-use choudoufu_live::bucket;
-use choudoufu_live::config::StoreSettings;
-use choudoufu_live::error::SessionError;
-use choudoufu_live::layout::{EstateName, Layout};
-use choudoufu_live::program::ProgramStamp;
-use choudoufu_live::session::{RunInfo, Session};
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::session::SessionError;
+use choudoufu_live::engine::session::{RunInfo, Session};
+use choudoufu_live::store::StoreSettings;
+use choudoufu_live::store::s3::bucket;
 use choudoufu_live::store::s3::{S3Settings, S3Store};
 use choudoufu_live::store::{self, DynStore, list_all};
 use common::tf::{Records, Root, text, turn};
@@ -84,7 +83,7 @@ fn doc(names: &[&str]) -> Vec<u8> {
 async fn guarded_session(settings: &S3Settings, estate: &str) -> Session {
     let store_settings = StoreSettings::S3(settings.clone());
     let store: DynStore = store::open(&store_settings, Path::new(".")).await;
-    let guard = store::guard_for(&store_settings, &store);
+    let guard = store::guard_for(&store_settings);
     Session::open(
         store,
         Layout::new(EstateName::parse(estate).unwrap()),
@@ -271,12 +270,11 @@ async fn skip_bucket_checks_is_read_from_the_live_block() {
         panic!("not s3");
     };
     assert!(s3.skip_bucket_checks);
-    let store: DynStore = Arc::new(S3Store::connect(s3).await);
-    assert!(store::guard_for(&config.store, &store).is_none());
+    assert!(store::guard_for(&config.store).is_none());
 
     let root = live_root("prod", "some-bucket", "");
     let config = choudoufu_live::config::LiveConfig::load(root.path()).unwrap();
-    assert!(store::guard_for(&config.store, &store).is_some());
+    assert!(store::guard_for(&config.store).is_some());
 
     let root = live_root("prod", "some-bucket", "    skip_bucket_checks = \"yes\"\n");
     let err = choudoufu_live::config::LiveConfig::load(root.path()).unwrap_err();
@@ -546,7 +544,11 @@ async fn iam_apply_puts_the_inline_policy_once() {
         .unwrap();
     assert_eq!(
         stored,
-        choudoufu_live::iam::policy(&EstateName::parse("prod-eu").unwrap(), "acme-records", None)
+        choudoufu_live::cloud::aws::iam::policy(
+            &EstateName::parse("prod-eu").unwrap(),
+            "acme-records",
+            None
+        )
     );
 
     // A second apply (endpoint from the live block this time) changes nothing.
@@ -606,19 +608,11 @@ async fn two_estates_in_one_bucket_never_touch_each_other() {
     // Each estate's listing shows only its own, and each next write changes nothing.
     let prod_again = guarded_session(&settings, "prod").await;
     let snap = prod_again.snapshot().await;
-    let addresses: Vec<&str> = snap
-        .records
-        .values()
-        .map(|e| e.record.address.as_str())
-        .collect();
+    let addresses: Vec<&str> = snap.records.values().map(|e| e.record.address()).collect();
     assert_eq!(addresses, ["terraform_data.dns", "terraform_data.web"]);
     let eu_again = guarded_session(&settings, "prod-eu").await;
     let snap = eu_again.snapshot().await;
-    let addresses: Vec<&str> = snap
-        .records
-        .values()
-        .map(|e| e.record.address.as_str())
-        .collect();
+    let addresses: Vec<&str> = snap.records.values().map(|e| e.record.address()).collect();
     assert_eq!(addresses, ["terraform_data.cache", "terraform_data.db"]);
     assert_eq!(
         prod_again

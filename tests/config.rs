@@ -2,8 +2,10 @@
 
 use std::path::PathBuf;
 
-use choudoufu_live::config::{LiveConfig, StoreSettings};
-use choudoufu_live::error::ConfigError;
+use choudoufu_live::config::ConfigError;
+use choudoufu_live::config::LiveConfig;
+use choudoufu_live::store::StoreSettings;
+use choudoufu_live::store::local::LocalSettings;
 
 fn root(files: &[(&str, &str)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -61,9 +63,9 @@ fn choudoufu_syntax_inside_terraform_block() {
     assert_eq!(c.estate.as_str(), "prod");
     assert_eq!(
         c.store,
-        StoreSettings::Local {
+        StoreSettings::Local(LocalSettings {
             path: PathBuf::from("recs")
-        }
+        })
     );
     assert_eq!(c.local_path(dir.path()), Some(dir.path().join("recs")));
     assert!(c.source.ends_with("main.tf:3"), "{}", c.source);
@@ -75,9 +77,9 @@ fn local_store_is_the_default() {
     let c = LiveConfig::load(dir.path()).unwrap();
     assert_eq!(
         c.store,
-        StoreSettings::Local {
+        StoreSettings::Local(LocalSettings {
             path: PathBuf::from(".live-records")
-        }
+        })
     );
 }
 

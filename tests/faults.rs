@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use choudoufu_live::layout::{EstateName, Layout};
-use choudoufu_live::program::ProgramStamp;
-use choudoufu_live::session::{RunInfo, Session};
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::session::{RunInfo, Session};
 use choudoufu_live::store::s3::S3Store;
-use choudoufu_live::store::{DynStore, WriteOutcome, list_all, put_conditional};
+use choudoufu_live::store::{DynStore, Precondition, WriteOutcome, list_all, put_conditional};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -42,13 +42,17 @@ async fn conditional_writes_survive_faults_and_lost_answers() {
             async move {
                 let key = format!("tofu-records/f/r/k{i:03}");
                 let mut last = Vec::new();
-                let mut version = None;
+                let mut version: Option<choudoufu_live::store::Version> = None;
                 for round in 0..3 {
                     let bytes = format!("{{\"key\":{i},\"round\":{round},\"writer\":\"run-1\"}}")
                         .into_bytes();
-                    match put_conditional(s.as_ref(), &key, &bytes, version.as_ref()).await {
+                    let precondition = match &version {
+                        Some(v) => Precondition::Matches(v.clone()),
+                        None => Precondition::Absent,
+                    };
+                    match put_conditional(s.as_ref(), &key, &bytes, &precondition).await {
                         Ok(WriteOutcome::Written(v)) => {
-                            version = v;
+                            version = Some(v);
                             last = bytes;
                         }
                         other => {
@@ -58,7 +62,7 @@ async fn conditional_writes_survive_faults_and_lost_answers() {
                 }
                 if i % 2 == 1 {
                     match s.delete(&key, version.as_ref().unwrap()).await {
-                        Ok(WriteOutcome::Written(None)) => {}
+                        Ok(WriteOutcome::Written(())) => {}
                         // Its first try landed and the answer was lost: the retry finds it gone.
                         Ok(WriteOutcome::Conflict(c)) if c.found.is_none() => {}
                         other => panic!("{key}: delete gave {other:?}"),
@@ -161,10 +165,10 @@ async fn a_session_writes_through_faults_without_false_conflicts() {
         .map(|e| {
             (
                 e.record
-                    .address
+                    .address()
                     .trim_start_matches("terraform_data.")
                     .to_string(),
-                e.record.instance.as_ref().unwrap()["attributes"]["input"]["value"]
+                e.record.instance().unwrap()["attributes"]["input"]["value"]
                     .as_str()
                     .unwrap()
                     .to_string(),

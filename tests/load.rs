@@ -9,9 +9,9 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use choudoufu_live::layout::{EstateName, Layout};
-use choudoufu_live::program::ProgramStamp;
-use choudoufu_live::session::{RunInfo, Session};
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::session::{RunInfo, Session};
 use common::{Fixture, Kind};
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -25,16 +25,16 @@ fn doc(values: &BTreeMap<String, String>) -> Vec<u8> {
     serde_json::to_vec(&json!({"version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "l", "outputs": {}, "resources": rs})).unwrap()
 }
 
-fn values_of(s: &choudoufu_live::session::Snapshot) -> BTreeMap<String, (String, String)> {
+fn values_of(s: &choudoufu_live::engine::session::Snapshot) -> BTreeMap<String, (String, String)> {
     s.records
         .values()
         .map(|e| {
             let name = e
                 .record
-                .address
+                .address()
                 .trim_start_matches("terraform_data.")
                 .to_string();
-            let v = e.record.instance.as_ref().unwrap()["attributes"]["input"]["value"]
+            let v = e.record.instance().unwrap()["attributes"]["input"]["value"]
                 .as_str()
                 .unwrap()
                 .to_string();

@@ -4,7 +4,7 @@
 mod aws_objects;
 
 use aws_objects::*;
-use choudoufu_live::markers_aws::{
+use choudoufu_live::cloud::aws::markers::{
     AwsLister, AwsProviderConfig, FindError, ListingError, type_filter,
 };
 use serde_json::json;

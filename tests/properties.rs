@@ -3,10 +3,10 @@
 use std::collections::BTreeSet;
 
 use choudoufu_live::config::LiveConfig;
-use choudoufu_live::digest::canonical;
-use choudoufu_live::layout::{EstateName, Layout};
-use choudoufu_live::record::{EstateMeta, Record};
-use choudoufu_live::state::{Header, Item, assemble, parse};
+use choudoufu_live::engine::digest::canonical;
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::record::{EstateMeta, Record};
+use choudoufu_live::engine::state::{Header, Item, assemble, parse};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -153,7 +153,7 @@ fn any_json() -> impl Strategy<Value = Value> {
 /// An oversized state document is refused by name before it is read, with nothing written.
 #[test]
 fn an_oversized_state_is_refused_by_name() {
-    let huge = vec![b' '; choudoufu_live::state::MAX_STATE_BYTES + 1];
+    let huge = vec![b' '; choudoufu_live::engine::state::MAX_STATE_BYTES + 1];
     let e = parse(&huge).unwrap_err();
     assert!(
         e.to_string().contains("over the") && e.to_string().contains("nothing was written"),

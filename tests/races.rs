@@ -104,7 +104,7 @@ async fn different_records(kind: Kind) {
     for i in 0..WRITERS {
         let key = format!("tofu-records/race/r/terraform_data.r{i}");
         match f.store.create(&key, &payload(0, i, "seed")).await.unwrap() {
-            WriteOutcome::Written(Some(v)) => versions.push(v),
+            WriteOutcome::Written(v) => versions.push(v),
             o => panic!("{o:?}"),
         }
     }
@@ -121,7 +121,7 @@ async fn different_records(kind: Kind) {
         }
         for (i, t) in tasks.into_iter().enumerate() {
             match t.await.unwrap().unwrap() {
-                WriteOutcome::Written(Some(v)) => versions[i] = v,
+                WriteOutcome::Written(v) => versions[i] = v,
                 o => panic!("round {round}: writer {i} on its own record did not land: {o:?}"),
             }
         }

@@ -5,9 +5,9 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use choudoufu_live::layout::{EstateName, Layout};
-use choudoufu_live::program::ProgramStamp;
-use choudoufu_live::session::{Pin, RunInfo, Session};
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::session::{Pin, RunInfo, Session};
 use common::tf::{Records, Root, text, turn};
 use serde_json::{Value, json};
 
@@ -369,8 +369,7 @@ async fn refreshed_records_outside_the_plan_are_skipped_when_moved() {
     let input = |name: &str| {
         now.records[&layout.resource_key(&format!("terraform_data.{name}"))]
             .record
-            .instance
-            .as_ref()
+            .instance()
             .unwrap()["attributes"]["input"]["value"]
             .as_str()
             .unwrap()

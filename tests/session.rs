@@ -4,11 +4,12 @@ mod common;
 
 use std::path::Path;
 
-use choudoufu_live::digest::canonical;
-use choudoufu_live::error::{SessionError, StateError};
-use choudoufu_live::layout::{EstateName, Layout};
-use choudoufu_live::program::ProgramStamp;
-use choudoufu_live::session::{RunInfo, Session};
+use choudoufu_live::engine::digest::canonical;
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::session::SessionError;
+use choudoufu_live::engine::session::{RunInfo, Session};
+use choudoufu_live::engine::state::StateError;
 use choudoufu_live::store::{DynStore, list_all};
 use common::{Fixture, Kind};
 use serde_json::{Value, json};
@@ -47,7 +48,7 @@ async fn stored_input(store: &DynStore, estate: &str, name: &str) -> String {
     let s = open(store, estate).await;
     let snap = s.snapshot().await;
     let key = layout(estate).resource_key(&format!("terraform_data.{name}"));
-    snap.records[&key].record.instance.as_ref().unwrap()["attributes"]["input"]["value"]
+    snap.records[&key].record.instance().unwrap()["attributes"]["input"]["value"]
         .as_str()
         .unwrap()
         .to_string()

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use choudoufu_live::digest::canonical;
-use choudoufu_live::state::{Header, Item, assemble, parse};
+use choudoufu_live::engine::digest::canonical;
+use choudoufu_live::engine::state::{Header, Item, assemble, parse};
 use serde_json::Value;
 
 fn fixtures() -> Vec<PathBuf> {

@@ -6,14 +6,16 @@ mod common;
 use std::sync::Arc;
 
 use choudoufu_live::store::local::LocalStore;
-use choudoufu_live::store::{self, DynStore, RecordStore, WriteOutcome, list_all, put_conditional};
+use choudoufu_live::store::{
+    self, DynStore, Precondition, RecordStore, WriteOutcome, list_all, put_conditional,
+};
 use common::{Fixture, Kind};
 
 const KEY: &str = "tofu-records/e/r/terraform_data.db";
 
-fn version(o: &WriteOutcome) -> store::Version {
+fn version(o: &WriteOutcome<store::Version>) -> store::Version {
     match o {
-        WriteOutcome::Written(Some(v)) => v.clone(),
+        WriteOutcome::Written(v) => v.clone(),
         other => panic!("expected a landed write with a version, got {other:?}"),
     }
 }
@@ -62,10 +64,7 @@ async fn delete_only_if_match(kind: Kind) {
         other => panic!("stale delete landed: {other:?}"),
     }
     assert_eq!(s.get(KEY).await.unwrap().unwrap().bytes, b"two");
-    assert_eq!(
-        s.delete(KEY, &v2).await.unwrap(),
-        WriteOutcome::Written(None)
-    );
+    assert_eq!(s.delete(KEY, &v2).await.unwrap(), WriteOutcome::Written(()));
     assert!(s.get(KEY).await.unwrap().is_none());
     // Deleting what is gone: a conflict that finds no record (404).
     match s.delete(KEY, &v2).await.unwrap() {
@@ -78,12 +77,16 @@ async fn own_retried_write_is_not_a_conflict(kind: Kind) {
     let f = Fixture::new(kind, "retry").await;
     let s = &f.store;
     let bytes = br#"{"writer":"run-1","n":1}"#;
-    let first = put_conditional(s.as_ref(), KEY, bytes, None).await.unwrap();
+    let first = put_conditional(s.as_ref(), KEY, bytes, &Precondition::Absent)
+        .await
+        .unwrap();
     let v1 = version(&first);
     // The same write again, as after a lost answer: the store holds exactly these bytes.
-    let retried = put_conditional(s.as_ref(), KEY, bytes, None).await.unwrap();
+    let retried = put_conditional(s.as_ref(), KEY, bytes, &Precondition::Absent)
+        .await
+        .unwrap();
     assert_eq!(version(&retried).token, v1.token);
-    let other = put_conditional(s.as_ref(), KEY, b"another run", None)
+    let other = put_conditional(s.as_ref(), KEY, b"another run", &Precondition::Absent)
         .await
         .unwrap();
     match other {
@@ -192,10 +195,7 @@ async fn delete_of_the_current_version(kind: Kind) {
     let f = Fixture::new(kind, "del").await;
     let s = &f.store;
     let v1 = version(&s.create(KEY, b"one").await.unwrap());
-    assert_eq!(
-        s.delete(KEY, &v1).await.unwrap(),
-        WriteOutcome::Written(None)
-    );
+    assert_eq!(s.delete(KEY, &v1).await.unwrap(), WriteOutcome::Written(()));
     assert!(s.get(KEY).await.unwrap().is_none());
     assert!(
         list_all(s.as_ref(), "tofu-records/")

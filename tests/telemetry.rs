@@ -469,17 +469,17 @@ fn plugin_mode_sends_its_spans_after_shutdown() {
             .await
             .unwrap();
         let mut provider =
-            choudoufu_live::proto::tfplugin6::provider_client::ProviderClient::new(channel.clone());
+            choudoufu_live::frontdoor::plugin::proto::tfplugin6::provider_client::ProviderClient::new(channel.clone());
         provider
-            .get_metadata(choudoufu_live::proto::tfplugin6::get_metadata::Request {})
+            .get_metadata(choudoufu_live::frontdoor::plugin::proto::tfplugin6::get_metadata::Request {})
             .await
             .unwrap();
         let mut ctl =
-            choudoufu_live::proto::plugin::grpc_controller_client::GrpcControllerClient::new(
+            choudoufu_live::frontdoor::plugin::proto::plugin::grpc_controller_client::GrpcControllerClient::new(
                 channel,
             );
         let t = std::time::Instant::now();
-        ctl.shutdown(choudoufu_live::proto::plugin::Empty {})
+        ctl.shutdown(choudoufu_live::frontdoor::plugin::proto::plugin::Empty {})
             .await
             .unwrap();
         t

@@ -5,9 +5,9 @@ use std::path::Path;
 use clap::Subcommand;
 
 use super::CliError;
-use crate::bucket;
-use crate::config::{LiveConfig, StoreSettings};
-use crate::store::s3::{S3Settings, S3Store};
+use crate::config::LiveConfig;
+use crate::store::StoreSettings;
+use crate::store::s3::{S3Settings, S3Store, bucket};
 
 /// Check or apply the record store bucket's safety settings.
 #[derive(Debug, Subcommand)]

@@ -6,10 +6,10 @@ use aws_sdk_iam::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use clap::{Args, Subcommand};
 
 use super::CliError;
-use crate::config::{LiveConfig, StoreSettings};
-use crate::error::ConfigError;
-use crate::iam;
-use crate::layout::EstateName;
+use crate::cloud::aws::iam;
+use crate::config::{ConfigError, LiveConfig};
+use crate::engine::layout::EstateName;
+use crate::store::StoreSettings;
 
 /// Print or apply the IAM policy of a role that runs one estate.
 #[derive(Debug, Subcommand)]

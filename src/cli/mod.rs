@@ -3,7 +3,6 @@
 pub mod bucket;
 pub mod iam;
 pub mod records;
-pub mod run;
 
 use std::path::PathBuf;
 
@@ -38,7 +37,7 @@ pub enum Command {
     #[command(subcommand)]
     Records(records::RecordsCommand),
     /// Run terraform or tofu with the state served from the estate's records.
-    Run(run::RunArgs),
+    Run(crate::frontdoor::http::run::RunArgs),
     /// Check or set up the S3 record store bucket's safety settings.
     #[command(subcommand)]
     Bucket(bucket::BucketCommand),
@@ -54,7 +53,9 @@ pub const EXIT_ERROR: i32 = 1;
 pub async fn main(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Records(cmd) => records::run(&cli.root, cmd).await,
-        Command::Run(args) => run::run(&cli.root, args).await,
+        Command::Run(args) => crate::frontdoor::http::run::run(&cli.root, args)
+            .await
+            .map_err(CliError::from),
         Command::Bucket(cmd) => bucket::run(&cli.root, cmd).await,
         Command::Iam(cmd) => iam::run(&cli.root, cmd).await,
     };

@@ -6,9 +6,10 @@ use clap::Subcommand;
 
 use super::CliError;
 use crate::config::LiveConfig;
-use crate::layout::Layout;
-use crate::program::ProgramStamp;
-use crate::session::{RunInfo, Session};
+use crate::engine::layout::Layout;
+use crate::engine::program::ProgramStamp;
+use crate::engine::record::RecordKind;
+use crate::engine::session::{BaseEntry, RunInfo, Session};
 use crate::store;
 
 /// Look at the estate's records.
@@ -48,9 +49,9 @@ pub async fn run(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
                 .records
                 .values()
                 .map(|e| {
-                    let address = match e.record.kind {
-                        crate::record::RecordKind::Resource => e.record.address.clone(),
-                        crate::record::RecordKind::Output => format!("output.{}", e.record.address),
+                    let address = match e.record.kind() {
+                        RecordKind::Resource => e.record.address().to_string(),
+                        RecordKind::Output => format!("output.{}", e.record.address()),
                     };
                     (address, e.version.to_string(), e.record.program.short())
                 })
@@ -75,11 +76,9 @@ pub async fn run(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
             Ok(0)
         }
         RecordsCommand::Show { address } => {
-            let wanted = |e: &&crate::session::BaseEntry| match e.record.kind {
-                crate::record::RecordKind::Resource => e.record.address == address,
-                crate::record::RecordKind::Output => {
-                    address.strip_prefix("output.") == Some(e.record.address.as_str())
-                }
+            let wanted = |e: &&BaseEntry| match e.record.kind() {
+                RecordKind::Resource => e.record.address() == address,
+                RecordKind::Output => address.strip_prefix("output.") == Some(e.record.address()),
             };
             match snapshot.records.values().find(wanted) {
                 Some(entry) => {

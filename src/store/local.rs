@@ -14,10 +14,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+use thiserror::Error;
 
-use super::{Conflict, Listed, Page, RecordStore, Stored, Version, WriteOutcome};
-use crate::digest::sha256_hex;
-use crate::error::StoreError;
+use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
+use super::{
+    Conflict, Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, WriteOutcome,
+};
+use crate::cut::{Mechanism, cut};
 
 /// A lock file nobody holds is stale once it is this old, even if its writer's pid is alive.
 pub const STALE_AFTER: Duration = Duration::from_secs(30);
@@ -27,6 +31,89 @@ const CREATE_GRACE: Duration = Duration::from_secs(2);
 const LOCK_WAIT: Duration = Duration::from_secs(30);
 /// Keys per listing page.
 const PAGE_SIZE: usize = 1000;
+
+/// The local store's folder when none is named.
+pub const DEFAULT_LOCAL_PATH: &str = ".live-records";
+
+/// Settings of a local record store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LocalSettings {
+    /// The folder (relative paths are taken from the root).
+    pub path: PathBuf,
+}
+
+impl Default for LocalSettings {
+    fn default() -> Self {
+        LocalSettings {
+            path: PathBuf::from(DEFAULT_LOCAL_PATH),
+        }
+    }
+}
+
+impl LocalSettings {
+    /// The settings of `record_store "local"` from any source.
+    pub fn from_source(source: &dyn SettingsSource) -> Result<Self, SettingError> {
+        let r = Reader::new(source, StoreKind::Local, &["path"])?;
+        match r.string("path")? {
+            None => Ok(LocalSettings::default()),
+            Some(p) if p.is_empty() => Err(SettingError::block(format!(
+                "{}: `path` is empty",
+                r.what()
+            ))),
+            Some(p) => Ok(LocalSettings {
+                path: PathBuf::from(p),
+            }),
+        }
+    }
+
+    /// The folder, made absolute against `root`.
+    pub fn path_from(&self, root: &Path) -> PathBuf {
+        if self.path.is_absolute() {
+            self.path.clone()
+        } else {
+            root.join(&self.path)
+        }
+    }
+}
+
+/// Why a local store call failed.
+#[derive(Debug, Error)]
+pub enum LocalError {
+    /// A file operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// The operation.
+        op: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record's lock file was held by a live writer for longer than the wait bound.
+    #[error(
+        "{path} is held by a live writer ({holder}) for more than {waited_secs}s; nothing was written"
+    )]
+    LockBusy {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it, as written in the lock file.
+        holder: String,
+        /// How long this writer waited.
+        waited_secs: u64,
+    },
+    /// A key that is not inside the store's layout.
+    #[error("refused key {key:?}: {reason}")]
+    BadKey {
+        /// The key.
+        key: String,
+        /// Why it is refused.
+        reason: &'static str,
+    },
+    /// The blocking task that did the file work did not finish.
+    #[error("the file task failed: {0}")]
+    Join(#[from] tokio::task::JoinError),
+}
 
 /// Records in a local folder.
 #[derive(Debug, Clone)]
@@ -50,8 +137,8 @@ impl LocalStore {
         self
     }
 
-    fn path_of(&self, key: &str) -> Result<PathBuf, StoreError> {
-        let bad = |reason| StoreError::BadKey {
+    fn path_of(&self, key: &str) -> Result<PathBuf, LocalError> {
+        let bad = |reason| LocalError::BadKey {
             key: key.to_string(),
             reason,
         };
@@ -68,21 +155,29 @@ impl LocalStore {
         Ok(path)
     }
 
+    fn fail(&self, op: &'static str, key: &str) -> impl FnOnce(LocalError) -> StoreError {
+        let store = self.describe();
+        let key = key.to_string();
+        move |e| StoreError::new(store, op, key, e)
+    }
+
+    /// Run file work off the async threads; its error becomes the store error of `op` on `key`.
     async fn blocking<T: Send + 'static>(
-        f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+        &self,
+        op: &'static str,
+        key: &str,
+        f: impl FnOnce() -> Result<T, LocalError> + Send + 'static,
     ) -> Result<T, StoreError> {
-        tokio::task::spawn_blocking(f)
-            .await
-            .map_err(|e| StoreError::Io {
-                op: "join",
-                path: PathBuf::new(),
-                source: std::io::Error::other(e.to_string()),
-            })?
+        let done = match tokio::task::spawn_blocking(f).await {
+            Ok(done) => done,
+            Err(e) => Err(LocalError::Join(e)),
+        };
+        done.map_err(self.fail(op, key))
     }
 }
 
-fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> StoreError + 'a {
-    move |source| StoreError::Io {
+fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> LocalError + 'a {
+    move |source| LocalError::Io {
         op,
         path: path.to_path_buf(),
         source,
@@ -90,10 +185,10 @@ fn io<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> St
 }
 
 fn version_of(bytes: &[u8]) -> Version {
-    Version::new(format!("sha256:{}", sha256_hex(bytes)))
+    Version::new(format!("sha256:{}", hex::encode(Sha256::digest(bytes))))
 }
 
-fn read_record(path: &Path) -> Result<Option<Stored>, StoreError> {
+fn read_record(path: &Path) -> Result<Option<Stored>, LocalError> {
     match fs::read(path) {
         Ok(bytes) => {
             let version = version_of(&bytes);
@@ -112,7 +207,7 @@ fn sibling(path: &Path, prefix: &str, suffix: &str) -> PathBuf {
     path.with_file_name(format!("{prefix}{name}{suffix}"))
 }
 
-fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+fn sync_dir(dir: &Path) -> Result<(), LocalError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io("fsync folder", dir))
@@ -149,7 +244,7 @@ fn holder_of(path: &Path) -> String {
         .to_string()
 }
 
-fn acquire(lock: &Path) -> Result<LockGuard, StoreError> {
+fn acquire(lock: &Path) -> Result<LockGuard, LocalError> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {
@@ -173,7 +268,7 @@ fn acquire(lock: &Path) -> Result<LockGuard, StoreError> {
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                 break_if_stale(lock)?;
                 if started.elapsed() > LOCK_WAIT {
-                    return Err(StoreError::LockBusy {
+                    return Err(LocalError::LockBusy {
                         path: lock.to_path_buf(),
                         holder: holder_of(lock),
                         waited_secs: LOCK_WAIT.as_secs(),
@@ -193,7 +288,7 @@ fn acquire(lock: &Path) -> Result<LockGuard, StoreError> {
 }
 
 /// Remove `lock` if no live writer holds it; leave it otherwise.
-fn break_if_stale(lock: &Path) -> Result<(), StoreError> {
+fn break_if_stale(lock: &Path) -> Result<(), LocalError> {
     let mut file = match File::open(lock) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -219,7 +314,7 @@ fn break_if_stale(lock: &Path) -> Result<(), StoreError> {
         .split_whitespace()
         .find_map(|w| w.strip_prefix("pid="))
         .and_then(|p| p.parse::<u32>().ok());
-    let stale = !crate::cut::cut("stale-break")
+    let stale = !cut(Mechanism::StaleBreak)
         && match pid {
             Some(pid) => !pid_alive(pid) || age > STALE_AFTER,
             None => age > CREATE_GRACE,
@@ -236,7 +331,7 @@ fn break_if_stale(lock: &Path) -> Result<(), StoreError> {
 }
 
 /// Write `bytes` to `path` atomically: temp file, fsync, rename, fsync folder.
-fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), LocalError> {
     let tmp = sibling(
         path,
         ".tmp.",
@@ -262,41 +357,43 @@ fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     }
 }
 
-enum Want {
-    Absent,
-    Version(Version),
+/// The write a conditional local call makes once its precondition holds.
+enum Change<'a> {
+    Put(&'a [u8]),
+    Delete,
 }
 
-fn conditional(path: &Path, want: Want, new: Option<&[u8]>) -> Result<WriteOutcome, StoreError> {
+fn conditional(
+    path: &Path,
+    precondition: &Precondition,
+    change: Change,
+) -> Result<Result<(), Conflict>, LocalError> {
     let lock = sibling(path, ".lock.", "");
     let _guard = acquire(&lock)?;
     let current = read_record(path)?.map(|s| s.version);
-    let (ok, expected) = match &want {
-        Want::Absent => (current.is_none(), None),
-        Want::Version(v) => (current.as_ref() == Some(v), Some(v.clone())),
+    let ok = match precondition {
+        Precondition::Absent => current.is_none(),
+        Precondition::Matches(v) => current.as_ref() == Some(v),
     };
-    if !ok && !crate::cut::cut("conditions") {
-        return Ok(WriteOutcome::Conflict(Conflict {
-            expected,
-            found: current,
-        }));
+    if !ok && !cut(Mechanism::Conditions) {
+        return Ok(Err(precondition.conflict(current)));
     }
-    match new {
-        Some(bytes) => {
+    match change {
+        Change::Put(bytes) => {
             replace_file(path, bytes)?;
-            Ok(WriteOutcome::Written(Some(version_of(bytes))))
+            Ok(Ok(()))
         }
-        None => {
+        Change::Delete => {
             fs::remove_file(path).map_err(io("delete", path))?;
             if let Some(dir) = path.parent() {
                 sync_dir(dir)?;
             }
-            Ok(WriteOutcome::Written(None))
+            Ok(Ok(()))
         }
     }
 }
 
-fn walk(dir: &Path, key_prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), StoreError> {
+fn walk(dir: &Path, key_prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), LocalError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
@@ -326,9 +423,13 @@ impl RecordStore for LocalStore {
         format!("local:{}", self.root.display())
     }
 
+    fn kind(&self) -> StoreKind {
+        StoreKind::Local
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-        let path = self.path_of(key)?;
-        Self::blocking(move || read_record(&path)).await
+        let path = self.path_of(key).map_err(self.fail("get", key))?;
+        self.blocking("get", key, move || read_record(&path)).await
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
@@ -337,19 +438,19 @@ impl RecordStore for LocalStore {
         let dir = if dir_key.is_empty() {
             self.root.clone()
         } else {
-            self.path_of(dir_key)?
+            self.path_of(dir_key).map_err(self.fail("list", prefix))?
         };
         let dir_prefix = if dir_key.is_empty() {
             String::new()
         } else {
             format!("{dir_key}/")
         };
-        let prefix = prefix.to_string();
+        let wanted = prefix.to_string();
         let page_size = self.page_size;
-        Self::blocking(move || {
+        self.blocking("list", prefix, move || {
             let mut found = Vec::new();
             walk(&dir, &dir_prefix, &mut found)?;
-            found.retain(|(k, _)| k.starts_with(&prefix));
+            found.retain(|(k, _)| k.starts_with(&wanted));
             found.sort();
             let start = match &token {
                 Some(after) => found.partition_point(|(k, _)| k.as_str() <= after.as_str()),
@@ -377,27 +478,39 @@ impl RecordStore for LocalStore {
         .await
     }
 
-    async fn create(&self, key: &str, bytes: &[u8]) -> Result<WriteOutcome, StoreError> {
-        let path = self.path_of(key)?;
-        let bytes = bytes.to_vec();
-        Self::blocking(move || conditional(&path, Want::Absent, Some(&bytes))).await
-    }
-
-    async fn update(
+    async fn put(
         &self,
         key: &str,
         bytes: &[u8],
-        expected: &Version,
-    ) -> Result<WriteOutcome, StoreError> {
-        let path = self.path_of(key)?;
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome<Version>, StoreError> {
+        let op = precondition.op();
+        let path = self.path_of(key).map_err(self.fail(op, key))?;
+        let version = version_of(bytes);
         let bytes = bytes.to_vec();
-        let want = Want::Version(expected.clone());
-        Self::blocking(move || conditional(&path, want, Some(&bytes))).await
+        let precondition = precondition.clone();
+        let done = self
+            .blocking(op, key, move || {
+                conditional(&path, &precondition, Change::Put(&bytes))
+            })
+            .await?;
+        Ok(match done {
+            Ok(()) => WriteOutcome::Written(version),
+            Err(conflict) => WriteOutcome::Conflict(conflict),
+        })
     }
 
-    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome, StoreError> {
-        let path = self.path_of(key)?;
-        let want = Want::Version(expected.clone());
-        Self::blocking(move || conditional(&path, want, None)).await
+    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
+        let path = self.path_of(key).map_err(self.fail("delete", key))?;
+        let precondition = Precondition::Matches(expected.clone());
+        let done = self
+            .blocking("delete", key, move || {
+                conditional(&path, &precondition, Change::Delete)
+            })
+            .await?;
+        Ok(match done {
+            Ok(()) => WriteOutcome::Written(()),
+            Err(conflict) => WriteOutcome::Conflict(conflict),
+        })
     }
 }

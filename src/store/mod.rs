@@ -1,18 +1,33 @@
-//! Record stores: where records live, and the conditional writes each kind makes.
+//! Record stores: where records live, and the one atomic conditional request each write is.
+//!
+//! One module or folder per kind (`local`, `s3/`, `azure/`, `gcs/`); what they share is
+//! written once: the [`RecordStore`] trait and its values, the [`StoreError`] they raise,
+//! key segments ([`key`]), settings and their parsers ([`settings`]), the write guard
+//! ([`guard`]), HTTP client helpers of the cloud kinds ([`http`]) and the traced wrapper
+//! every opened store is wrapped in ([`traced`]).
 
 pub mod azure;
+pub mod error;
 pub mod gcs;
+pub mod guard;
+pub mod http;
+pub mod key;
 pub mod local;
 pub mod s3;
+pub mod settings;
 pub mod traced;
 
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::error::StoreError;
+use crate::cut::{Mechanism, cut};
+pub use error::StoreError;
+pub use guard::{UnsafeRecordStore, WriteGuard, guard_for};
+pub use settings::{SettingError, SettingsSource, StoreKind, StoreSettings};
 
 /// The store's token for one record's content (S3 ETag and version ID; local content hash).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -37,6 +52,41 @@ impl Version {
 impl fmt::Display for Version {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.token.trim_matches('"'))
+    }
+}
+
+/// What a conditional put requires of the record it replaces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Precondition {
+    /// No record may be there (`If-None-Match: *`).
+    Absent,
+    /// The record must still be at this version (`If-Match`).
+    Matches(Version),
+}
+
+impl Precondition {
+    /// The version expected, if one is.
+    pub fn expected(&self) -> Option<&Version> {
+        match self {
+            Precondition::Absent => None,
+            Precondition::Matches(v) => Some(v),
+        }
+    }
+
+    /// The write's name: `create` or `update`.
+    pub fn op(&self) -> &'static str {
+        match self {
+            Precondition::Absent => "create",
+            Precondition::Matches(_) => "update",
+        }
+    }
+
+    /// The refusal of a put under this precondition, with what the store holds if known.
+    pub fn conflict(&self, found: Option<Version>) -> Conflict {
+        Conflict {
+            expected: self.expected().cloned(),
+            found,
+        }
     }
 }
 
@@ -76,20 +126,27 @@ pub struct Conflict {
     pub found: Option<Version>,
 }
 
-/// The outcome of one conditional write.
+/// The outcome of one conditional write: it landed (with what it gives back), or it was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WriteOutcome {
-    /// The write landed; the record now has this version (none after a delete).
-    Written(Option<Version>),
+pub enum WriteOutcome<T> {
+    /// The write landed: a put's new version, or `()` for a delete.
+    Written(T),
     /// The store refused the write; nothing was changed.
     Conflict(Conflict),
 }
 
 /// A place that keeps records and decides every write with one atomic conditional request.
+///
+/// Concurrency duty: any number of writers, in this process or others, may call every
+/// method at once; the store alone decides which conditional write lands, and a refused
+/// write changes nothing.
 #[async_trait]
 pub trait RecordStore: Send + Sync + fmt::Debug {
     /// A short description for messages, e.g. `s3://bucket` or `local:/path`.
     fn describe(&self) -> String;
+
+    /// The store's kind.
+    fn kind(&self) -> StoreKind;
 
     /// Read one record; `None` when it does not exist.
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError>;
@@ -97,8 +154,21 @@ pub trait RecordStore: Send + Sync + fmt::Debug {
     /// One page of the keys under `prefix`, in byte order, starting after `token`'s position.
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError>;
 
+    /// Write `bytes` at `key` only if the record there meets `precondition`.
+    async fn put(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome<Version>, StoreError>;
+
+    /// Delete the record at `key` only if its version is still `expected` (`If-Match`).
+    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError>;
+
     /// Write `bytes` at `key` only if no record is there (`If-None-Match: *`).
-    async fn create(&self, key: &str, bytes: &[u8]) -> Result<WriteOutcome, StoreError>;
+    async fn create(&self, key: &str, bytes: &[u8]) -> Result<WriteOutcome<Version>, StoreError> {
+        self.put(key, bytes, &Precondition::Absent).await
+    }
 
     /// Replace the record at `key` only if its version is still `expected` (`If-Match`).
     async fn update(
@@ -106,10 +176,10 @@ pub trait RecordStore: Send + Sync + fmt::Debug {
         key: &str,
         bytes: &[u8],
         expected: &Version,
-    ) -> Result<WriteOutcome, StoreError>;
-
-    /// Delete the record at `key` only if its version is still `expected` (`If-Match`).
-    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome, StoreError>;
+    ) -> Result<WriteOutcome<Version>, StoreError> {
+        self.put(key, bytes, &Precondition::Matches(expected.clone()))
+            .await
+    }
 }
 
 /// A shared handle on a record store.
@@ -138,108 +208,33 @@ pub async fn put_conditional(
     store: &dyn RecordStore,
     key: &str,
     bytes: &[u8],
-    expected: Option<&Version>,
-) -> Result<WriteOutcome, StoreError> {
-    use tracing::Instrument;
-    let kind = crate::telemetry::store_kind(&store.describe());
-    let op = if expected.is_some() {
-        "update"
-    } else {
-        "create"
-    };
-    let span = tracing::info_span!(
-        "store.put_conditional",
-        store.kind = kind,
-        store.op = op,
-        key = %key,
-        bytes = bytes.len(),
-        outcome = tracing::field::Empty,
-        latency_ms = tracing::field::Empty,
-        own_retry = tracing::field::Empty,
-        version = tracing::field::Empty,
-        expected.version = tracing::field::Empty,
-        found.version = tracing::field::Empty,
-        conflict.address = tracing::field::Empty,
-        otel.status_code = tracing::field::Empty,
-    );
-    if let Some(v) = expected {
-        span.record("expected.version", tracing::field::display(v));
-    }
-    let started = std::time::Instant::now();
-    let result = put_conditional_untraced(store, key, bytes, expected)
-        .instrument(span.clone())
-        .await;
-    let outcome = traced::write_outcome(&span, key, &result);
-    span.record("outcome", outcome);
-    span.record("latency_ms", crate::telemetry::elapsed_ms(started));
-    if outcome == "error" {
-        span.record("otel.status_code", "ERROR");
-    }
-    result
-}
-
-async fn put_conditional_untraced(
-    store: &dyn RecordStore,
-    key: &str,
-    bytes: &[u8],
-    expected: Option<&Version>,
-) -> Result<WriteOutcome, StoreError> {
-    let outcome = match expected {
-        None => store.create(key, bytes).await?,
-        Some(v) => store.update(key, bytes, v).await?,
-    };
-    match outcome {
-        WriteOutcome::Conflict(conflict) => match store.get(key).await? {
-            Some(stored) if stored.bytes == bytes && !crate::cut::cut("own-write") => {
-                tracing::Span::current().record("own_retry", true);
-                Ok(WriteOutcome::Written(Some(stored.version)))
-            }
-            Some(stored) => Ok(WriteOutcome::Conflict(Conflict {
-                expected: conflict.expected,
-                found: Some(stored.version),
-            })),
-            None => Ok(WriteOutcome::Conflict(Conflict {
-                expected: conflict.expected,
-                found: None,
-            })),
-        },
-        written => Ok(written),
-    }
-}
-
-/// The safety check a store kind makes before a run's first write, if any.
-pub fn guard_for(
-    settings: &crate::config::StoreSettings,
-    _store: &DynStore,
-) -> Option<Arc<dyn crate::session::WriteGuard>> {
-    match settings {
-        crate::config::StoreSettings::S3(s3) => crate::bucket::guard_for_s3(s3)
-            .map(|g| Arc::new(g) as Arc<dyn crate::session::WriteGuard>),
-        crate::config::StoreSettings::Local { .. }
-        | crate::config::StoreSettings::Azure(_)
-        | crate::config::StoreSettings::Gcs(_) => None,
-    }
-}
-
-/// Open the record store a root's settings name (relative local paths are taken from `root`).
-pub async fn open(settings: &crate::config::StoreSettings, root: &std::path::Path) -> DynStore {
-    match settings {
-        crate::config::StoreSettings::Local { path } => {
-            let path = if path.is_absolute() {
-                path.clone()
-            } else {
-                root.join(path)
-            };
-            Arc::new(traced::Traced::new(Arc::new(local::LocalStore::new(path))))
+    precondition: &Precondition,
+) -> Result<WriteOutcome<Version>, StoreError> {
+    traced::put_conditional(store.kind(), key, bytes, precondition, async {
+        match store.put(key, bytes, precondition).await? {
+            WriteOutcome::Conflict(conflict) => match store.get(key).await? {
+                Some(stored) if stored.bytes == bytes && !cut(Mechanism::OwnWrite) => {
+                    traced::own_retry();
+                    Ok(WriteOutcome::Written(stored.version))
+                }
+                found => Ok(WriteOutcome::Conflict(Conflict {
+                    expected: conflict.expected,
+                    found: found.map(|s| s.version),
+                })),
+            },
+            written => Ok(written),
         }
-        crate::config::StoreSettings::S3(s3) => Arc::new(traced::Traced::new(Arc::new(
-            s3::S3Store::connect(s3).await,
-        ))),
-        crate::config::StoreSettings::Azure(az) => Arc::new(traced::Traced::new(Arc::new(
-            azure::AzureStore::connect(az),
-        ))),
-        crate::config::StoreSettings::Gcs(gcs) => {
-            Arc::new(traced::Traced::new(Arc::new(gcs::GcsStore::connect(gcs))))
-        }
-    }
+    })
+    .await
+}
+
+/// Open the record store a root's settings name (relative local paths are taken from `root`), traced.
+pub async fn open(settings: &StoreSettings, root: &Path) -> DynStore {
+    let inner: DynStore = match settings {
+        StoreSettings::Local(local) => Arc::new(local::LocalStore::new(local.path_from(root))),
+        StoreSettings::S3(s3) => Arc::new(s3::S3Store::connect(s3).await),
+        StoreSettings::Azure(az) => Arc::new(azure::AzureStore::connect(az)),
+        StoreSettings::Gcs(gcs) => Arc::new(gcs::GcsStore::connect(gcs)),
+    };
+    Arc::new(traced::Traced::new(inner))
 }

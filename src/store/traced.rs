@@ -1,34 +1,36 @@
-//! A record store wrapped so every call is a span and a latency sample: names and counts, never bytes.
+//! The store layer's spans and metrics: every store call a `store.call` span and a latency sample,
+//! every conditional put a `store.put_conditional` span. Names and counts, never bytes.
 
+use std::future::Future;
 use std::time::Instant;
 
 use async_trait::async_trait;
 use tracing::Instrument;
-use tracing::field::Empty;
+use tracing::field::{Empty, display};
 
-use super::{DynStore, Page, RecordStore, Stored, Version, WriteOutcome};
-use crate::error::StoreError;
+use super::{
+    DynStore, Page, Precondition, RecordStore, StoreError, StoreKind, Stored, Version,
+    WriteOutcome, key,
+};
 use crate::telemetry::{self, elapsed_ms};
 
 /// Every call of the inner store in a `store.call` span, with its latency in the metrics.
 #[derive(Debug)]
 pub struct Traced {
     inner: DynStore,
-    kind: &'static str,
 }
 
 impl Traced {
     /// `inner`, traced.
     pub fn new(inner: DynStore) -> Self {
-        let kind = telemetry::store_kind(&inner.describe());
-        Traced { inner, kind }
+        Traced { inner }
     }
 }
 
-fn span(kind: &'static str, op: &'static str, key: &str) -> tracing::Span {
+fn call_span(kind: StoreKind, op: &'static str, key: &str) -> tracing::Span {
     tracing::info_span!(
         "store.call",
-        store.kind = kind,
+        store.kind = kind.as_str(),
         store.op = op,
         key = %key,
         outcome = Empty,
@@ -44,47 +46,103 @@ fn span(kind: &'static str, op: &'static str, key: &str) -> tracing::Span {
     )
 }
 
-fn finish(
-    span: &tracing::Span,
-    kind: &'static str,
-    op: &'static str,
-    outcome: &'static str,
-    started: Instant,
-) {
+/// Record how a span's call ended and how long it took.
+fn finish(span: &tracing::Span, outcome: &'static str, started: Instant) -> f64 {
     let ms = elapsed_ms(started);
     span.record("outcome", outcome);
     span.record("latency_ms", ms);
     if outcome == "error" {
         span.record("otel.status_code", "ERROR");
     }
-    telemetry::metrics().store_call(kind, op, outcome, ms);
+    ms
+}
+
+/// What a landed write gives back, as a span shows it.
+trait Landed {
+    /// The record's new version, if the write leaves one.
+    fn version(&self) -> Option<&Version>;
+}
+
+impl Landed for Version {
+    fn version(&self) -> Option<&Version> {
+        Some(self)
+    }
+}
+
+impl Landed for () {
+    fn version(&self) -> Option<&Version> {
+        None
+    }
 }
 
 /// The span attributes and outcome of a conditional write's result.
-pub fn write_outcome(
+fn write_outcome<T: Landed>(
     span: &tracing::Span,
     key: &str,
-    result: &Result<WriteOutcome, StoreError>,
+    result: &Result<WriteOutcome<T>, StoreError>,
 ) -> &'static str {
     match result {
-        Ok(WriteOutcome::Written(v)) => {
-            if let Some(v) = v {
-                span.record("version", tracing::field::display(v));
+        Ok(WriteOutcome::Written(t)) => {
+            if let Some(v) = t.version() {
+                span.record("version", display(v));
             }
             "written"
         }
         Ok(WriteOutcome::Conflict(c)) => {
             if let Some(v) = &c.expected {
-                span.record("expected.version", tracing::field::display(v));
+                span.record("expected.version", display(v));
             }
             if let Some(v) = &c.found {
-                span.record("found.version", tracing::field::display(v));
+                span.record("found.version", display(v));
             }
-            span.record("conflict.address", telemetry::address_of_key(key).as_str());
+            span.record("conflict.address", key::name_of(key).as_str());
             "conflict"
         }
         Err(_) => "error",
     }
+}
+
+/// Run `call` (a conditional put that recognises its own retried write) in a `store.put_conditional` span.
+pub(crate) async fn put_conditional(
+    kind: StoreKind,
+    key: &str,
+    bytes: &[u8],
+    precondition: &Precondition,
+    call: impl Future<Output = Result<WriteOutcome<Version>, StoreError>>,
+) -> Result<WriteOutcome<Version>, StoreError> {
+    let span = tracing::info_span!(
+        "store.put_conditional",
+        store.kind = kind.as_str(),
+        store.op = precondition.op(),
+        key = %key,
+        bytes = bytes.len(),
+        outcome = Empty,
+        latency_ms = Empty,
+        own_retry = Empty,
+        version = Empty,
+        expected.version = Empty,
+        found.version = Empty,
+        conflict.address = Empty,
+        otel.status_code = Empty,
+    );
+    if let Some(v) = precondition.expected() {
+        span.record("expected.version", display(v));
+    }
+    let started = Instant::now();
+    let result = call.instrument(span.clone()).await;
+    let outcome = write_outcome(&span, key, &result);
+    finish(&span, outcome, started);
+    result
+}
+
+/// Note on the current `store.put_conditional` span that a refused write was this run's own retry.
+pub(crate) fn own_retry() {
+    tracing::Span::current().record("own_retry", true);
+}
+
+/// Note on the current `store.call` span which try of a write this is.
+pub(crate) fn attempt(n: u32) {
+    tracing::Span::current().record("attempt", u64::from(n));
 }
 
 #[async_trait]
@@ -93,26 +151,31 @@ impl RecordStore for Traced {
         self.inner.describe()
     }
 
+    fn kind(&self) -> StoreKind {
+        self.inner.kind()
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-        let span = span(self.kind, "get", key);
+        let span = call_span(self.kind(), "get", key);
         let started = Instant::now();
         let result = self.inner.get(key).instrument(span.clone()).await;
         let outcome = match &result {
             Ok(Some(stored)) => {
                 span.record("bytes", stored.bytes.len());
-                span.record("version", tracing::field::display(&stored.version));
+                span.record("version", display(&stored.version));
                 telemetry::metrics().bytes_read(stored.bytes.len());
                 "read"
             }
             Ok(None) => "absent",
             Err(_) => "error",
         };
-        finish(&span, self.kind, "get", outcome, started);
+        let ms = finish(&span, outcome, started);
+        telemetry::metrics().store_call(self.kind().as_str(), "get", outcome, ms);
         result
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
-        let span = span(self.kind, "list", prefix);
+        let span = call_span(self.kind(), "list", prefix);
         let started = Instant::now();
         let result = self
             .inner
@@ -126,49 +189,41 @@ impl RecordStore for Traced {
             }
             Err(_) => "error",
         };
-        finish(&span, self.kind, "list", outcome, started);
+        let ms = finish(&span, outcome, started);
+        telemetry::metrics().store_call(self.kind().as_str(), "list", outcome, ms);
         result
     }
 
-    async fn create(&self, key: &str, bytes: &[u8]) -> Result<WriteOutcome, StoreError> {
-        let span = span(self.kind, "create", key);
-        span.record("bytes", bytes.len());
-        let started = Instant::now();
-        let result = self.inner.create(key, bytes).instrument(span.clone()).await;
-        if matches!(result, Ok(WriteOutcome::Written(_))) {
-            telemetry::metrics().bytes_written(bytes.len());
-        }
-        let outcome = write_outcome(&span, key, &result);
-        finish(&span, self.kind, "create", outcome, started);
-        result
-    }
-
-    async fn update(
+    async fn put(
         &self,
         key: &str,
         bytes: &[u8],
-        expected: &Version,
-    ) -> Result<WriteOutcome, StoreError> {
-        let span = span(self.kind, "update", key);
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome<Version>, StoreError> {
+        let op = precondition.op();
+        let span = call_span(self.kind(), op, key);
         span.record("bytes", bytes.len());
-        span.record("expected.version", tracing::field::display(expected));
+        if let Some(v) = precondition.expected() {
+            span.record("expected.version", display(v));
+        }
         let started = Instant::now();
         let result = self
             .inner
-            .update(key, bytes, expected)
+            .put(key, bytes, precondition)
             .instrument(span.clone())
             .await;
         if matches!(result, Ok(WriteOutcome::Written(_))) {
             telemetry::metrics().bytes_written(bytes.len());
         }
         let outcome = write_outcome(&span, key, &result);
-        finish(&span, self.kind, "update", outcome, started);
+        let ms = finish(&span, outcome, started);
+        telemetry::metrics().store_call(self.kind().as_str(), op, outcome, ms);
         result
     }
 
-    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome, StoreError> {
-        let span = span(self.kind, "delete", key);
-        span.record("expected.version", tracing::field::display(expected));
+    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
+        let span = call_span(self.kind(), "delete", key);
+        span.record("expected.version", display(expected));
         let started = Instant::now();
         let result = self
             .inner
@@ -180,7 +235,117 @@ impl RecordStore for Traced {
             Ok(WriteOutcome::Conflict(c)) if c.found.is_none() => "absent",
             _ => write_outcome(&span, key, &result),
         };
-        finish(&span, self.kind, "delete", outcome, started);
+        let ms = finish(&span, outcome, started);
+        telemetry::metrics().store_call(self.kind().as_str(), "delete", outcome, ms);
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id};
+    use tracing_subscriber::layer::{Context, SubscriberExt};
+    use tracing_subscriber::registry::LookupSpan;
+
+    use super::*;
+
+    /// A store double answering every call at once, of a chosen kind (unit test of the span layer only).
+    #[derive(Debug)]
+    struct Answering(StoreKind);
+
+    #[async_trait]
+    impl RecordStore for Answering {
+        fn describe(&self) -> String {
+            format!("{}://double", self.0.as_str())
+        }
+        fn kind(&self) -> StoreKind {
+            self.0
+        }
+        async fn get(&self, _key: &str) -> Result<Option<Stored>, StoreError> {
+            Ok(None)
+        }
+        async fn list_page(&self, _p: &str, _t: Option<String>) -> Result<Page, StoreError> {
+            Ok(Page::default())
+        }
+        async fn put(
+            &self,
+            _key: &str,
+            _bytes: &[u8],
+            _p: &Precondition,
+        ) -> Result<WriteOutcome<Version>, StoreError> {
+            Ok(WriteOutcome::Written(Version::new("v1")))
+        }
+        async fn delete(&self, _k: &str, _v: &Version) -> Result<WriteOutcome<()>, StoreError> {
+            Ok(WriteOutcome::Written(()))
+        }
+    }
+
+    /// Collects the `store.kind` attribute of every span.
+    #[derive(Clone, Default)]
+    struct Kinds(Arc<Mutex<BTreeMap<String, Vec<String>>>>);
+
+    struct KindVisit<'a>(&'a mut Option<String>);
+
+    impl Visit for KindVisit<'_> {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            if field.name() == "store.kind" {
+                *self.0 = Some(value.to_string());
+            }
+        }
+        fn record_debug(&mut self, _field: &Field, _value: &dyn std::fmt::Debug) {}
+    }
+
+    impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Kinds {
+        fn on_new_span(&self, attrs: &Attributes<'_>, _id: &Id, _ctx: Context<'_, S>) {
+            let mut kind = None;
+            attrs.record(&mut KindVisit(&mut kind));
+            if let (Some(kind), Ok(mut seen)) = (kind, self.0.lock()) {
+                seen.entry(attrs.metadata().name().to_string())
+                    .or_default()
+                    .push(kind);
+            }
+        }
+    }
+
+    #[test]
+    fn spans_name_every_kind() {
+        let kinds = Kinds::default();
+        let subscriber = tracing_subscriber::registry().with(kinds.clone());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        tracing::subscriber::with_default(subscriber, || {
+            rt.block_on(async {
+                for kind in [
+                    StoreKind::Local,
+                    StoreKind::S3,
+                    StoreKind::Azure,
+                    StoreKind::Gcs,
+                ] {
+                    let store = Traced::new(Arc::new(Answering(kind)));
+                    store.get("tofu-records/e/r/a").await.unwrap();
+                    super::super::put_conditional(
+                        &store,
+                        "tofu-records/e/r/a",
+                        b"x",
+                        &Precondition::Absent,
+                    )
+                    .await
+                    .unwrap();
+                }
+            })
+        });
+        let seen = kinds.0.lock().unwrap().clone();
+        let want: Vec<String> = ["local", "s3", "azurerm", "gcs"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(seen["store.put_conditional"], want);
+        let calls: Vec<String> = seen["store.call"].iter().step_by(2).cloned().collect();
+        assert_eq!(calls, want, "{seen:?}");
     }
 }

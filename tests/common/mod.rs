@@ -60,7 +60,7 @@ pub async fn s3_store(tag: &str) -> (S3Store, String) {
         .await
         .expect("create bucket on moto");
     // The run wrapper and plugin check the bucket before the first write: make it safe.
-    choudoufu_live::bucket::setup(store.client(), &bucket)
+    choudoufu_live::store::s3::bucket::setup(store.client(), &bucket)
         .await
         .expect("bucket setup on moto");
     (store, bucket)

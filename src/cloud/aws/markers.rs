@@ -1,0 +1,432 @@
+//! Live markers on AWS: find live objects by their `tofu-estate` and `tofu-address` tags.
+//!
+//! One listing is used, the Resource Groups Tagging API (`GetResources` with `TagFilters` and,
+//! where the terraform type is in [`TYPE_FILTERS`], `ResourceTypeFilters`). Where it is sent
+//! comes only from the provider configuration the host passes: its `region`, and a custom
+//! endpoint (`endpoints { resourcegroupstaggingapi = ... }`, or a generic `endpoint_url`).
+//! Nothing is taken from the environment or the shared AWS config files for the region or the
+//! endpoint, and there is no default region: no configuration, no listing ([`ListingError`]).
+//!
+//! The listing is eventually consistent (see docs/markers.md): a found object binds, but an
+//! empty answer does not prove that no other create landed a moment ago.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_resourcegroupstagging::Client;
+use aws_sdk_resourcegroupstagging::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_resourcegroupstagging::error::DisplayErrorContext;
+use aws_sdk_resourcegroupstagging::types::TagFilter;
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::cut::{Mechanism, cut};
+use crate::engine::markers::{ADDRESS_TAG, ESTATE_TAG, Family};
+
+/// Two or more live objects carry one resource's live markers: none is bound, nothing is created.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error(
+    "CollisionError: {address} (estate {estate:?}): {} live objects carry its markers (tofu-estate, tofu-address): {}. None was bound and nothing was created; delete the extra object(s), or import the right one, and apply again.",
+    ids.len(),
+    ids.join(", ")
+)]
+pub struct CollisionError {
+    /// The resource instance address.
+    pub address: String,
+    /// The estate.
+    pub estate: String,
+    /// Every object found (ARNs), in order.
+    pub ids: Vec<String>,
+}
+
+/// Terraform resource types and the Tagging API resource type that lists them.
+///
+/// A type not in this table is listed with no type filter (its markers alone select it).
+pub const TYPE_FILTERS: &[(&str, &str)] = &[
+    ("aws_sqs_queue", "sqs:queue"),
+    ("aws_s3_bucket", "s3:bucket"),
+    ("aws_instance", "ec2:instance"),
+    ("aws_vpc", "ec2:vpc"),
+    ("aws_subnet", "ec2:subnet"),
+    ("aws_security_group", "ec2:security-group"),
+    ("aws_ebs_volume", "ec2:volume"),
+    ("aws_internet_gateway", "ec2:internet-gateway"),
+    ("aws_route_table", "ec2:route-table"),
+    ("aws_nat_gateway", "ec2:natgateway"),
+    ("aws_dynamodb_table", "dynamodb:table"),
+    ("aws_lambda_function", "lambda:function"),
+];
+
+/// The Tagging API resource type for a terraform resource type, when the table has one.
+pub fn type_filter(resource_type: &str) -> Option<&'static str> {
+    TYPE_FILTERS
+        .iter()
+        .find(|(t, _)| *t == resource_type)
+        .map(|(_, f)| *f)
+}
+
+/// Why no listing was made.
+#[derive(Debug, Error)]
+pub enum ListingError {
+    /// The host passed no provider configuration: nothing is listed, and no default is used.
+    #[error(
+        "NoProviderConfiguration: {what}: no AWS provider configuration was passed, so no live objects were listed (the endpoint and region come only from the provider configuration; there is no default and no public cloud fallback)"
+    )]
+    NoConfiguration {
+        /// What the listing was for (an address, or the estate).
+        what: String,
+    },
+    /// The provider configuration names no region.
+    #[error(
+        "NoProviderConfiguration: the AWS provider configuration has no region, so no live objects were listed (the region is not taken from the environment or from a default)"
+    )]
+    NoRegion,
+    /// The provider configuration is not a JSON object of the expected shape.
+    #[error("the AWS provider configuration cannot be read: {0}; no live objects were listed")]
+    BadConfiguration(String),
+    /// The Tagging API answered with an error.
+    #[error("tagging:GetResources at {endpoint} failed: {message}")]
+    Api {
+        /// Where the call went.
+        endpoint: String,
+        /// What came back.
+        message: String,
+    },
+}
+
+/// Why the collision check did not answer with zero or one object.
+#[derive(Debug, Error)]
+pub enum FindError {
+    /// Nothing could be listed.
+    #[error(transparent)]
+    Listing(#[from] ListingError),
+    /// Two or more objects carry the markers: none is bound.
+    #[error(transparent)]
+    Collision(#[from] CollisionError),
+}
+
+/// The parts of an AWS provider configuration the listing uses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AwsProviderConfig {
+    /// `region`.
+    pub region: String,
+    /// `endpoints { resourcegroupstaggingapi = ... }`, else the generic `endpoint_url`.
+    pub tagging_endpoint: Option<String>,
+    /// `endpoints { sqs = ... }`, else the generic `endpoint_url`: for SQS queue URLs.
+    pub sqs_endpoint: Option<String>,
+    /// `access_key`, `secret_key`, `token`, when the configuration sets them.
+    pub static_credentials: Option<(String, String, Option<String>)>,
+    /// `profile`, for the credentials chain.
+    pub profile: Option<String>,
+}
+
+fn text(v: Option<&Value>) -> Option<String> {
+    v.and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}
+
+impl AwsProviderConfig {
+    /// Read the provider configuration (the `provider "aws"` block's values as JSON).
+    ///
+    /// `endpoints` may be an object or a list holding one (terraform's JSON of a nested block).
+    pub fn from_json(config: &Value) -> Result<Self, ListingError> {
+        let obj = match config {
+            Value::Object(o) => o,
+            Value::Null => {
+                return Err(ListingError::NoConfiguration {
+                    what: "the provider".into(),
+                });
+            }
+            other => {
+                return Err(ListingError::BadConfiguration(format!(
+                    "expected a JSON object, got {other}"
+                )));
+            }
+        };
+        let region = text(obj.get("region")).ok_or(ListingError::NoRegion)?;
+        let endpoints = match obj.get("endpoints") {
+            Some(Value::Array(items)) => items.iter().find(|v| v.is_object()).cloned(),
+            Some(v @ Value::Object(_)) => Some(v.clone()),
+            Some(Value::Null) | None => None,
+            Some(other) => {
+                return Err(ListingError::BadConfiguration(format!(
+                    "endpoints must be a block, got {other}"
+                )));
+            }
+        };
+        let endpoint = |names: &[&str]| {
+            let e = endpoints.as_ref();
+            names.iter().find_map(|n| text(e.and_then(|e| e.get(*n))))
+        };
+        let generic = text(obj.get("endpoint_url"));
+        let tagging_endpoint = endpoint(&["resourcegroupstaggingapi", "resourcegroupstagging"])
+            .or_else(|| generic.clone());
+        let sqs_endpoint = endpoint(&["sqs"]).or(generic);
+        let static_credentials = match (text(obj.get("access_key")), text(obj.get("secret_key"))) {
+            (Some(a), Some(s)) => Some((a, s, text(obj.get("token")))),
+            _ => None,
+        };
+        Ok(AwsProviderConfig {
+            region,
+            tagging_endpoint,
+            sqs_endpoint,
+            static_credentials,
+            profile: text(obj.get("profile")),
+        })
+    }
+}
+
+/// One live object the listing found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveObject {
+    /// Its ARN.
+    pub arn: String,
+    /// The ID terraform imports it by, where the type's rule is known (bucket name, instance ID, queue URL).
+    pub import_id: Option<String>,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+impl LiveObject {
+    /// The value of its `tofu-address` tag.
+    pub fn address(&self) -> Option<&str> {
+        self.tags.get(ADDRESS_TAG).map(String::as_str)
+    }
+}
+
+/// A Tagging API client set up from one provider configuration.
+#[derive(Clone, Debug)]
+pub struct AwsLister {
+    client: Client,
+    config: AwsProviderConfig,
+}
+
+/// The instance address a record names (`ADDR (deposed KEY)` is the object of `ADDR`).
+fn instance_address(record_address: &str) -> &str {
+    match record_address.find(" (deposed ") {
+        Some(at) => &record_address[..at],
+        None => record_address,
+    }
+}
+
+impl AwsLister {
+    /// A client for the configuration's region and endpoint; credentials from the configuration,
+    /// else the standard credentials chain (the chain is never asked for a region or endpoint).
+    pub async fn new(config: AwsProviderConfig) -> Self {
+        let region = Region::new(config.region.clone());
+        let mut b = aws_sdk_resourcegroupstagging::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(region.clone());
+        b = match &config.static_credentials {
+            Some((access, secret, token)) => b.credentials_provider(Credentials::new(
+                access,
+                secret,
+                token.clone(),
+                None,
+                "choudoufu-live provider configuration",
+            )),
+            None => {
+                let mut chain =
+                    aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
+                        .region(region);
+                if let Some(p) = &config.profile {
+                    chain = chain.profile_name(p);
+                }
+                b.credentials_provider(chain.build().await)
+            }
+        };
+        if let Some(e) = &config.tagging_endpoint {
+            b = b.endpoint_url(e);
+        }
+        AwsLister {
+            client: Client::from_conf(b.build()),
+            config,
+        }
+    }
+
+    /// A lister from the provider configuration JSON the host passed.
+    pub async fn from_json(config: &Value) -> Result<Self, ListingError> {
+        Ok(Self::new(AwsProviderConfig::from_json(config)?).await)
+    }
+
+    /// The configuration it lists with.
+    pub fn config(&self) -> &AwsProviderConfig {
+        &self.config
+    }
+
+    fn endpoint_name(&self) -> String {
+        self.config.tagging_endpoint.clone().unwrap_or_else(|| {
+            format!(
+                "the regional endpoint of {} (from the provider configuration)",
+                self.config.region
+            )
+        })
+    }
+
+    /// Every live object whose tags hold each `(key, value)` of `tags`, of `resource_type` when given.
+    pub async fn list(
+        &self,
+        tags: &[(&str, &str)],
+        resource_type: Option<&str>,
+    ) -> Result<Vec<LiveObject>, ListingError> {
+        let mut out = Vec::new();
+        if cut(Mechanism::Listing) {
+            return Ok(out);
+        }
+        let mut token: Option<String> = None;
+        loop {
+            let mut req = self.client.get_resources();
+            for (k, v) in tags {
+                req = req.tag_filters(TagFilter::builder().key(*k).values(*v).build());
+            }
+            if let Some(t) = resource_type {
+                req = req.resource_type_filters(t);
+            }
+            if let Some(t) = &token {
+                req = req.pagination_token(t);
+            }
+            let page = req.send().await.map_err(|e| ListingError::Api {
+                endpoint: self.endpoint_name(),
+                message: format!("{}", DisplayErrorContext(&e)),
+            })?;
+            for m in page.resource_tag_mapping_list() {
+                let Some(arn) = m.resource_arn() else {
+                    continue;
+                };
+                let tags: BTreeMap<String, String> = m
+                    .tags()
+                    .iter()
+                    .map(|t| (t.key().to_string(), t.value().to_string()))
+                    .collect();
+                out.push(LiveObject {
+                    arn: arn.to_string(),
+                    import_id: self.import_id(arn),
+                    tags,
+                });
+            }
+            token = page
+                .pagination_token()
+                .filter(|t| !t.is_empty())
+                .map(str::to_string);
+            if token.is_none() {
+                break;
+            }
+        }
+        // The service filtered already; check again, so a loose filter never binds.
+        out.retain(|o| {
+            tags.iter()
+                .all(|(k, v)| o.tags.get(*k).map(String::as_str) == Some(*v))
+        });
+        out.sort_by(|a, b| a.arn.cmp(&b.arn));
+        out.dedup_by(|a, b| a.arn == b.arn);
+        Ok(out)
+    }
+
+    /// The ID terraform imports an object by, derived from its ARN where the rule is known.
+    pub fn import_id(&self, arn: &str) -> Option<String> {
+        let parts: Vec<&str> = arn.splitn(6, ':').collect();
+        let [_, _, service, region, account, resource] = parts.as_slice() else {
+            return None;
+        };
+        match *service {
+            "s3" if !resource.contains('/') => Some(resource.to_string()),
+            "ec2" => resource.rsplit_once('/').map(|(_, id)| id.to_string()),
+            "sqs" => {
+                let base = self
+                    .config
+                    .sqs_endpoint
+                    .clone()
+                    .unwrap_or_else(|| format!("https://sqs.{region}.amazonaws.com"));
+                Some(format!(
+                    "{}/{account}/{resource}",
+                    base.trim_end_matches('/')
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// Every live object carrying the markers of `address` (type `resource_type`) in `estate`.
+    pub async fn with_markers(
+        &self,
+        estate: &str,
+        resource_type: &str,
+        address: &str,
+    ) -> Result<Vec<LiveObject>, ListingError> {
+        let estate_v = Family::Aws.encode(estate);
+        let address_v = Family::Aws.encode(instance_address(address));
+        self.list(
+            &[(ESTATE_TAG, &estate_v), (ADDRESS_TAG, &address_v)],
+            type_filter(resource_type),
+        )
+        .await
+    }
+
+    /// The collision check before a create of `address` (type `resource_type`) in `estate`.
+    ///
+    /// `Ok(None)`: nothing carries the markers (create). `Ok(Some(object))`: exactly one does:
+    /// bind it (the host adopts it instead of creating). Two or more: [`CollisionError`] naming
+    /// every one; nothing is created.
+    pub async fn find_by_markers(
+        &self,
+        estate: &str,
+        resource_type: &str,
+        address: &str,
+    ) -> Result<Option<LiveObject>, FindError> {
+        let found = self.with_markers(estate, resource_type, address).await?;
+        Ok(decide(estate, address, found)?)
+    }
+
+    /// Live objects carrying `estate`'s marker whose `tofu-address` no record names.
+    ///
+    /// `recorded` is the address of every resource record of the estate; `resource_types` are
+    /// the terraform types to list (those the estate has records of under this provider
+    /// configuration, and any others the caller wants, e.g. those a plan creates). Each type in
+    /// [`TYPE_FILTERS`] is listed with its filter; if any type has none, one listing without a
+    /// type filter covers them all. Nothing is deleted.
+    pub async fn list_unrecorded(
+        &self,
+        estate: &str,
+        recorded: &[String],
+        resource_types: &[String],
+    ) -> Result<Vec<LiveObject>, ListingError> {
+        let estate_v = Family::Aws.encode(estate);
+        let named: BTreeSet<String> = recorded
+            .iter()
+            .map(|a| Family::Aws.encode(instance_address(a)))
+            .collect();
+        let filters: Option<BTreeSet<&str>> =
+            resource_types.iter().map(|t| type_filter(t)).collect();
+        let mut listed = Vec::new();
+        match filters {
+            Some(fs) => {
+                for f in fs {
+                    listed.extend(self.list(&[(ESTATE_TAG, &estate_v)], Some(f)).await?);
+                }
+            }
+            None => listed.extend(self.list(&[(ESTATE_TAG, &estate_v)], None).await?),
+        }
+        listed.sort_by(|a, b| a.arn.cmp(&b.arn));
+        listed.dedup_by(|a, b| a.arn == b.arn);
+        listed.retain(|o| o.address().is_none_or(|a| !named.contains(a)));
+        Ok(listed)
+    }
+}
+
+/// What a listing of one resource's markers means: none (create), one (bind), more (collision).
+pub fn decide(
+    estate: &str,
+    address: &str,
+    mut found: Vec<LiveObject>,
+) -> Result<Option<LiveObject>, CollisionError> {
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        _ => Err(CollisionError {
+            address: address.to_string(),
+            estate: estate.to_string(),
+            ids: found.into_iter().map(|o| o.arn).collect(),
+        }),
+    }
+}

@@ -1,0 +1,101 @@
+//! Resource instance addresses, as terraform prints them.
+
+/// Quote a for_each key the way terraform prints it inside `[...]`.
+pub fn quote_key(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 2);
+    out.push('"');
+    let mut chars = key.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '$' | '%' if chars.peek() == Some(&'{') => {
+                out.push(c);
+                out.push(c);
+            }
+            c if c.is_control() => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// One instance's index key: none, a count index or a for_each key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IndexKey {
+    /// A resource without count or for_each.
+    None,
+    /// A count index.
+    Int(i64),
+    /// A for_each key.
+    Str(String),
+}
+
+impl IndexKey {
+    /// The `[...]` suffix terraform prints for this key.
+    pub fn suffix(&self) -> String {
+        match self {
+            IndexKey::None => String::new(),
+            IndexKey::Int(i) => format!("[{i}]"),
+            IndexKey::Str(s) => format!("[{}]", quote_key(s)),
+        }
+    }
+}
+
+/// The full address of one resource instance object, as terraform prints it.
+pub fn instance_address(
+    module: Option<&str>,
+    mode: &str,
+    type_name: &str,
+    name: &str,
+    key: &IndexKey,
+    deposed: Option<&str>,
+) -> String {
+    let mut out = String::new();
+    if let Some(m) = module.filter(|m| !m.is_empty()) {
+        out.push_str(m);
+        out.push('.');
+    }
+    if mode == "data" {
+        out.push_str("data.");
+    }
+    out.push_str(type_name);
+    out.push('.');
+    out.push_str(name);
+    out.push_str(&key.suffix());
+    if let Some(d) = deposed {
+        out.push_str(" (deposed ");
+        out.push_str(d);
+        out.push(')');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_print_like_terraform() {
+        let k = IndexKey::Str("a\"b${c}".into());
+        assert_eq!(
+            instance_address(
+                Some("module.net[0]"),
+                "managed",
+                "terraform_data",
+                "x",
+                &k,
+                None
+            ),
+            r#"module.net[0].terraform_data.x["a\"b$${c}"]"#
+        );
+        assert_eq!(
+            instance_address(None, "data", "t", "n", &IndexKey::Int(2), Some("00abcd")),
+            "data.t.n[2] (deposed 00abcd)"
+        );
+    }
+}

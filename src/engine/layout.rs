@@ -1,0 +1,191 @@
+//! Where an estate's records lie in a store: `tofu-records/<estate>/{_estate, r/<address>, o/<name>}`.
+
+use std::fmt;
+
+use crate::cut::{Mechanism, cut};
+pub use crate::store::key::ROOT_PREFIX;
+use crate::store::key::segment as key_segment;
+
+/// A validated estate name: 1 to 63 of `[A-Za-z0-9._-]`, starting with a letter or digit.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EstateName(String);
+
+impl EstateName {
+    /// Check `name`; the error says what a valid name looks like.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        let starts_well = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric());
+        if name.is_empty() || name.len() > 63 || !starts_well || !name.chars().all(ok_char) {
+            return Err(format!(
+                "invalid estate name {name:?}: use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit (e.g. \"prod-eu\")"
+            ));
+        }
+        Ok(EstateName(name.to_string()))
+    }
+
+    /// The estate that holds workspace `ws` of this estate: `<estate>@<ws>`, a name no user estate can take.
+    pub fn workspace(&self, ws: &str) -> Result<EstateName, String> {
+        let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+        let starts_well = ws.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
+        if ws.is_empty() || ws.len() > 63 || !starts_well || !ws.chars().all(ok_char) {
+            return Err(format!(
+                "invalid workspace name {ws:?}: use 1 to 63 letters, digits, '.', '_' or '-'"
+            ));
+        }
+        Ok(EstateName(format!("{}@{ws}", self.0)))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EstateName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What a key under an estate's prefix holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyKind {
+    /// The estate's `_estate` meta record.
+    Estate,
+    /// A resource instance record.
+    Resource,
+    /// A root output record.
+    Output,
+    /// A pending-operation mark (`p/<address>`).
+    Pending,
+    /// A run's liveness record (`runs/<run id>`).
+    Run,
+    /// A default provider's record (`d/<address>`).
+    Provider,
+    /// Something this layout does not write.
+    Unknown,
+}
+
+/// The keys of one estate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    estate: EstateName,
+}
+
+impl Layout {
+    /// The layout of `estate`.
+    pub fn new(estate: EstateName) -> Self {
+        Layout { estate }
+    }
+
+    /// The estate.
+    pub fn estate(&self) -> &EstateName {
+        &self.estate
+    }
+
+    /// `tofu-records/<estate>/`, with the slash, so `prod` never lists `prod-eu`.
+    pub fn prefix(&self) -> String {
+        if cut(Mechanism::EstatePrefix) {
+            return ROOT_PREFIX.to_string();
+        }
+        format!("{ROOT_PREFIX}{}/", self.estate)
+    }
+
+    /// The estate's meta record.
+    pub fn estate_key(&self) -> String {
+        format!("{}_estate", self.prefix())
+    }
+
+    /// The record key of a resource instance address.
+    pub fn resource_key(&self, address: &str) -> String {
+        format!("{}r/{}", self.prefix(), key_segment(address))
+    }
+
+    /// The record key of a root output.
+    pub fn output_key(&self, name: &str) -> String {
+        format!("{}o/{}", self.prefix(), key_segment(name))
+    }
+
+    /// The pending-operation mark of an address.
+    pub fn pending_key(&self, address: &str) -> String {
+        format!("{}p/{}", self.prefix(), key_segment(address))
+    }
+
+    /// The liveness record of a run.
+    pub fn run_key(&self, run_id: &str) -> String {
+        format!("{}runs/{}", self.prefix(), key_segment(run_id))
+    }
+
+    /// The record of a default provider configuration.
+    pub fn provider_key(&self, address: &str) -> String {
+        format!("{}d/{}", self.prefix(), key_segment(address))
+    }
+
+    /// What `key` holds, or `None` when it lies outside this estate's prefix.
+    pub fn classify(&self, key: &str) -> Option<KeyKind> {
+        let rest = key.strip_prefix(&self.prefix())?;
+        Some(if rest == "_estate" {
+            KeyKind::Estate
+        } else if rest.strip_prefix("r/").is_some_and(valid_segment) {
+            KeyKind::Resource
+        } else if rest.strip_prefix("o/").is_some_and(valid_segment) {
+            KeyKind::Output
+        } else if rest.strip_prefix("p/").is_some_and(valid_segment) {
+            KeyKind::Pending
+        } else if rest.strip_prefix("runs/").is_some_and(valid_segment) {
+            KeyKind::Run
+        } else if rest.strip_prefix("d/").is_some_and(valid_segment) {
+            KeyKind::Provider
+        } else {
+            KeyKind::Unknown
+        })
+    }
+}
+
+fn valid_segment(seg: &str) -> bool {
+    !seg.is_empty() && !seg.contains('/')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout(name: &str) -> Layout {
+        Layout::new(EstateName::parse(name).unwrap())
+    }
+
+    #[test]
+    fn estates_that_start_alike_share_no_keys() {
+        let prod = layout("prod");
+        let prod_eu = layout("prod-eu");
+        let k = prod_eu.resource_key("terraform_data.a");
+        assert_eq!(prod.classify(&k), None);
+        assert!(!prod_eu.prefix().starts_with(&prod.prefix()));
+        assert!(!prod.prefix().starts_with(&prod_eu.prefix()));
+    }
+
+    #[test]
+    fn keys_are_classified() {
+        let l = layout("e");
+        assert_eq!(l.classify(&l.estate_key()), Some(KeyKind::Estate));
+        assert_eq!(
+            l.classify(&l.resource_key("a.b[\"x/y\"]")),
+            Some(KeyKind::Resource)
+        );
+        assert_eq!(l.classify(&l.output_key("out")), Some(KeyKind::Output));
+        assert_eq!(l.classify("tofu-records/e/r/a/b"), Some(KeyKind::Unknown));
+    }
+
+    #[test]
+    fn bad_estate_names_are_refused() {
+        for bad in ["", "-x", "a/b", "a b", "..", &"x".repeat(64), "ü"] {
+            assert!(EstateName::parse(bad).is_err(), "{bad:?}");
+        }
+        for good in ["prod", "prod-eu", "a.b_c", "0"] {
+            assert!(EstateName::parse(good).is_ok(), "{good:?}");
+        }
+    }
+}

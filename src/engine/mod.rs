@@ -1,0 +1,17 @@
+//! The engine: records, state documents, one run's session, claims and plan stamps.
+//!
+//! It knows no HTTP, gRPC, cloud SDK or command line: the front doors translate their
+//! protocol into these calls, and every read and write goes through a [`crate::store`].
+
+pub mod address;
+pub mod digest;
+pub mod layout;
+pub mod markers;
+pub mod pending;
+pub mod plan_stamp;
+pub mod program;
+pub mod read_cache;
+pub mod record;
+pub mod record_writes;
+pub mod session;
+pub mod state;

@@ -1,0 +1,280 @@
+//! Records: one resource instance object (or root output) as stored, with its writer's stamps.
+
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::{Value, json};
+use thiserror::Error;
+
+use crate::engine::digest::value_digest;
+use crate::engine::layout::Layout;
+use crate::engine::program::ProgramStamp;
+use crate::engine::state::{Item, ResourceMeta};
+
+/// Format tag of a record.
+pub const RECORD_FORMAT: &str = "choudoufu-live/record/v1";
+/// Format tag of an estate's meta record.
+pub const ESTATE_FORMAT: &str = "choudoufu-live/estate/v1";
+/// Largest record this program decodes.
+pub const MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
+
+/// A record in the store that cannot be decoded or does not belong where it lies.
+#[derive(Debug, Error)]
+#[error("corrupted record at {key}: {reason}; the run stopped before writing anything")]
+pub struct CorruptRecord {
+    /// The store key.
+    pub key: String,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// What a record holds, as its stored `kind` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordKind {
+    /// One resource instance object.
+    Resource,
+    /// One root module output.
+    Output,
+}
+
+/// Who wrote a record, and when.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Writer {
+    /// The writing run's unique ID.
+    pub run_id: String,
+    /// When the record was written (RFC 3339).
+    pub written_at: String,
+    /// The terraform or tofu version that produced the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terraform_version: Option<String>,
+}
+
+/// One stored record: the state item it holds, whose estate it is, and who last wrote it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    /// The estate it belongs to.
+    pub estate: String,
+    /// The resource instance object or output it holds.
+    pub item: Item,
+    /// The program stamp of its last writer.
+    pub program: ProgramStamp,
+    /// Its last writer.
+    pub writer: Writer,
+}
+
+/// A record as stored (format v1): a kind tag and the fields of that kind.
+#[derive(Serialize)]
+struct WireOut<'a> {
+    format: &'a str,
+    estate: &'a str,
+    kind: RecordKind,
+    address: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    resource: Option<&'a ResourceMeta>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    instance: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<&'a Value>,
+    program: &'a ProgramStamp,
+    writer: &'a Writer,
+}
+
+#[derive(Deserialize)]
+struct WireIn {
+    format: String,
+    estate: String,
+    kind: RecordKind,
+    address: String,
+    #[serde(default)]
+    resource: Option<ResourceMeta>,
+    #[serde(default)]
+    instance: Option<Value>,
+    #[serde(default)]
+    output: Option<Value>,
+    program: ProgramStamp,
+    writer: Writer,
+}
+
+impl Serialize for Record {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (resource, instance, output) = match &self.item {
+            Item::Resource { meta, instance, .. } => (Some(meta), Some(instance), None),
+            Item::Output { output, .. } => (None, None, Some(output)),
+        };
+        WireOut {
+            format: RECORD_FORMAT,
+            estate: &self.estate,
+            kind: self.kind(),
+            address: self.address(),
+            resource,
+            instance,
+            output,
+            program: &self.program,
+            writer: &self.writer,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl Record {
+    /// What the record holds.
+    pub fn kind(&self) -> RecordKind {
+        match self.item {
+            Item::Resource { .. } => RecordKind::Resource,
+            Item::Output { .. } => RecordKind::Output,
+        }
+    }
+
+    /// The instance address, or the output's name.
+    pub fn address(&self) -> &str {
+        match &self.item {
+            Item::Resource { address, .. } => address,
+            Item::Output { name, .. } => name,
+        }
+    }
+
+    /// The resource, for a resource record.
+    pub fn resource(&self) -> Option<&ResourceMeta> {
+        match &self.item {
+            Item::Resource { meta, .. } => Some(meta),
+            Item::Output { .. } => None,
+        }
+    }
+
+    /// The instance object exactly as the state holds it, for a resource record.
+    pub fn instance(&self) -> Option<&Value> {
+        match &self.item {
+            Item::Resource { instance, .. } => Some(instance),
+            Item::Output { .. } => None,
+        }
+    }
+
+    /// The output object (`value`, `type`, `sensitive`), for an output record.
+    pub fn output(&self) -> Option<&Value> {
+        match &self.item {
+            Item::Output { output, .. } => Some(output),
+            Item::Resource { .. } => None,
+        }
+    }
+
+    /// The record's store key in `layout`.
+    pub fn key(&self, layout: &Layout) -> String {
+        match &self.item {
+            Item::Resource { address, .. } => layout.resource_key(address),
+            Item::Output { name, .. } => layout.output_key(name),
+        }
+    }
+
+    /// Digest of what the record says about the resource, leaving out who wrote it and when.
+    pub fn content_digest(&self) -> String {
+        let (resource, instance, output) = match &self.item {
+            Item::Resource { meta, instance, .. } => (Some(meta), Some(instance), None),
+            Item::Output { output, .. } => (None, None, Some(output)),
+        };
+        value_digest(&json!({
+            "kind": self.kind(),
+            "address": self.address(),
+            "resource": resource,
+            "instance": instance,
+            "output": output,
+        }))
+    }
+
+    /// The record's bytes as stored.
+    pub fn encode(&self) -> Vec<u8> {
+        // A Record has string keys only: serialising cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Read a record from the bytes at `key`, checking it belongs there.
+    pub fn decode(key: &str, bytes: &[u8], layout: &Layout) -> Result<Record, CorruptRecord> {
+        let bad = |reason: String| CorruptRecord {
+            key: key.to_string(),
+            reason,
+        };
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(bad(format!(
+                "{} bytes is larger than any record",
+                bytes.len()
+            )));
+        }
+        let wire: WireIn =
+            serde_json::from_slice(bytes).map_err(|e| bad(format!("not a record: {e}")))?;
+        if wire.format != RECORD_FORMAT {
+            return Err(bad(format!("unknown record format {:?}", wire.format)));
+        }
+        if wire.estate != layout.estate().as_str() {
+            return Err(bad(format!(
+                "it claims estate {:?}, but lies under estate {:?}",
+                wire.estate,
+                layout.estate().as_str()
+            )));
+        }
+        let item = match (wire.kind, wire.resource, wire.instance, wire.output) {
+            (RecordKind::Resource, Some(meta), Some(instance), None) if instance.is_object() => {
+                Item::Resource {
+                    address: wire.address,
+                    meta,
+                    instance,
+                }
+            }
+            (RecordKind::Output, None, None, Some(output)) if output.is_object() => Item::Output {
+                name: wire.address,
+                output,
+            },
+            _ => return Err(bad("its fields do not match its kind".into())),
+        };
+        let record = Record {
+            estate: wire.estate,
+            item,
+            program: wire.program,
+            writer: wire.writer,
+        };
+        let expected_key = record.key(layout);
+        if expected_key != key {
+            return Err(bad(format!(
+                "it names {:?}, whose key is {expected_key}",
+                record.address()
+            )));
+        }
+        Ok(record)
+    }
+}
+
+/// An estate's meta record: its lineage, created once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EstateMeta {
+    /// Always [`ESTATE_FORMAT`].
+    pub format: String,
+    /// The estate.
+    pub estate: String,
+    /// The lineage terraform sees for this estate.
+    pub lineage: String,
+    /// When it was created.
+    pub created_at: String,
+    /// The program that created it.
+    pub created_by: ProgramStamp,
+}
+
+impl EstateMeta {
+    /// Read the meta record at `key`.
+    pub fn decode(key: &str, bytes: &[u8], layout: &Layout) -> Result<EstateMeta, CorruptRecord> {
+        let bad = |reason: String| CorruptRecord {
+            key: key.to_string(),
+            reason,
+        };
+        let meta: EstateMeta =
+            serde_json::from_slice(bytes).map_err(|e| bad(format!("not an estate record: {e}")))?;
+        if meta.format != ESTATE_FORMAT {
+            return Err(bad(format!("unknown estate format {:?}", meta.format)));
+        }
+        if meta.estate != layout.estate().as_str() {
+            return Err(bad(format!("it claims estate {:?}", meta.estate)));
+        }
+        Ok(meta)
+    }
+
+    /// The meta record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}

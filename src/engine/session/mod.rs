@@ -1,0 +1,268 @@
+//! A session: one run's view of an estate: the base it read, and conditional writes of what changed.
+//!
+//! Concurrency duty: one session serves one run; its calls may come from several tasks at
+//! once (terraform's GETs and POSTs), and a write holds the view for its whole length, so
+//! a read never sees a base that is half advanced. Other runs are never waited for: the
+//! store decides every write.
+
+mod assemble;
+mod read;
+mod trace;
+mod write;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tokio::sync::{Mutex, OnceCell};
+
+use crate::cut::{Mechanism, cut};
+use crate::engine::layout::Layout;
+use crate::engine::program::ProgramStamp;
+use crate::engine::read_cache::ReadCache;
+use crate::engine::record::{CorruptRecord, EstateMeta, Record};
+use crate::engine::state::StateError;
+use crate::store::{DynStore, StoreError, UnsafeRecordStore, Version, WriteGuard};
+
+pub use assemble::{FALLBACK_TERRAFORM_VERSION, header_of, initial_lineage, serial_of};
+pub use read::{read_snapshot, read_snapshot_cached};
+pub use write::{RecordConflict, RecordConflictError, WriteReport};
+
+/// How many store calls a session makes at once by default.
+pub const DEFAULT_PARALLEL: usize = 32;
+
+/// Why a session could not read or write the estate.
+#[derive(Debug, Error)]
+pub enum SessionError {
+    /// A store call failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The state document given to write is unreadable.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// A stored record is corrupted.
+    #[error(transparent)]
+    Corrupt(#[from] CorruptRecord),
+    /// Some records conflicted; the rest were written.
+    #[error(transparent)]
+    Conflict(#[from] RecordConflictError),
+    /// The record store failed its safety check before the first write.
+    #[error(transparent)]
+    Unsafe(#[from] UnsafeRecordStore),
+}
+
+/// What a run is: its ID and the program it applies.
+#[derive(Clone, Debug)]
+pub struct RunInfo {
+    /// A unique ID for this run.
+    pub run_id: String,
+    /// The program stamp of the configuration.
+    pub program: ProgramStamp,
+}
+
+impl RunInfo {
+    /// A new run with a fresh ID.
+    pub fn new(program: ProgramStamp) -> Self {
+        RunInfo {
+            run_id: uuid::Uuid::new_v4().to_string(),
+            program,
+        }
+    }
+}
+
+/// One record as the session read it.
+#[derive(Clone, Debug)]
+pub struct BaseEntry {
+    /// The version read.
+    pub version: Version,
+    /// Digest of its content.
+    pub digest: String,
+    /// The record.
+    pub record: Record,
+}
+
+/// What a session knows of the estate: the meta record and every record, by key.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// The estate's meta record and its version, once it exists.
+    pub estate: Option<(EstateMeta, Version)>,
+    /// Every record by key.
+    pub records: BTreeMap<String, BaseEntry>,
+}
+
+impl Snapshot {
+    /// The write base this snapshot gives: each record's version and digest.
+    pub fn refs(&self) -> BTreeMap<String, BaseRef> {
+        self.records
+            .iter()
+            .map(|(k, e)| (k.clone(), e.base_ref()))
+            .collect()
+    }
+}
+
+impl BaseEntry {
+    /// What a write compares this record against.
+    pub fn base_ref(&self) -> BaseRef {
+        BaseRef {
+            address: self.record.address().to_string(),
+            version: self.version.clone(),
+            digest: self.digest.clone(),
+        }
+    }
+}
+
+/// What a write compares a record against: the version and content digest this run's view holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BaseRef {
+    /// The record's address (an output's name for an output record).
+    pub address: String,
+    /// The version this run's view holds.
+    pub version: Version,
+    /// The digest of the content this run's view holds.
+    pub digest: String,
+}
+
+/// A saved plan's view, pinned for its apply: writes diff against what the plan read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pin {
+    /// The lineage the plan saw.
+    pub lineage: String,
+    /// The serial the plan saw.
+    pub serial: u64,
+    /// Every record the plan read, by key.
+    pub base: BTreeMap<String, BaseRef>,
+    /// The keys of the records the plan changes.
+    pub changes: BTreeSet<String>,
+}
+
+/// A session's view: the last read, the write base, and a saved plan's pin.
+#[derive(Debug, Default)]
+struct View {
+    snapshot: Snapshot,
+    base: BTreeMap<String, BaseRef>,
+    pin: Option<Pin>,
+    served: Option<(String, u64)>,
+}
+
+/// One run's session on an estate.
+#[derive(Debug)]
+pub struct Session {
+    store: DynStore,
+    layout: Layout,
+    run: RunInfo,
+    parallel: usize,
+    view: Mutex<View>,
+    guard: Option<Arc<dyn WriteGuard>>,
+    guard_passed: OnceCell<()>,
+    cache: Option<ReadCache>,
+}
+
+impl Session {
+    /// A session that has read nothing yet.
+    pub fn new(store: DynStore, layout: Layout, run: RunInfo) -> Self {
+        Session {
+            store,
+            layout,
+            run,
+            parallel: DEFAULT_PARALLEL,
+            view: Mutex::new(View::default()),
+            guard: None,
+            guard_passed: OnceCell::new(),
+            cache: None,
+        }
+    }
+
+    /// Open a session and read the estate.
+    pub async fn open(store: DynStore, layout: Layout, run: RunInfo) -> Result<Self, SessionError> {
+        let session = Session::new(store, layout, run);
+        session.refresh().await?;
+        Ok(session)
+    }
+
+    /// The same session, reading through `cache` (warm reads fetch only what changed).
+    pub fn with_cache(mut self, cache: Option<ReadCache>) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// The same session, checking `guard` once before its first write.
+    pub fn with_guard(mut self, guard: Option<Arc<dyn WriteGuard>>) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// The same session making at most `parallel` store calls at once.
+    pub fn with_parallel(mut self, parallel: usize) -> Self {
+        self.parallel = parallel.max(1);
+        self
+    }
+
+    /// The estate's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The run.
+    pub fn run(&self) -> &RunInfo {
+        &self.run
+    }
+
+    /// The store.
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+
+    /// Read the whole estate again and make it the base (a pinned base stays as the plan read it).
+    pub async fn refresh(&self) -> Result<(), SessionError> {
+        trace::refresh(&self.layout, &self.run, async {
+            let snapshot = read_snapshot_cached(
+                &self.store,
+                &self.layout,
+                self.parallel,
+                self.cache.as_ref(),
+            )
+            .await?;
+            let records = snapshot.records.len();
+            let mut view = self.view.lock().await;
+            if view.pin.is_none() {
+                view.base = snapshot.refs();
+            }
+            view.snapshot = snapshot;
+            Ok(records)
+        })
+        .await
+    }
+
+    /// Pin the write base to what a saved plan read; its lineage and serial are served from now on.
+    pub async fn pin(&self, pin: Pin) {
+        if cut(Mechanism::Pin) {
+            return;
+        }
+        let mut view = self.view.lock().await;
+        view.base = pin.base.clone();
+        view.pin = Some(pin);
+    }
+
+    /// A copy of the last read.
+    pub async fn snapshot(&self) -> Snapshot {
+        self.view.lock().await.snapshot.clone()
+    }
+
+    /// A copy of the write base.
+    pub async fn base(&self) -> BTreeMap<String, BaseRef> {
+        self.view.lock().await.base.clone()
+    }
+
+    /// The lineage and serial of the last document served, if one was.
+    pub async fn served(&self) -> Option<(String, u64)> {
+        self.view.lock().await.served.clone()
+    }
+
+    async fn check_guard(&self) -> Result<(), SessionError> {
+        if let Some(guard) = &self.guard {
+            self.guard_passed.get_or_try_init(|| guard.check()).await?;
+        }
+        Ok(())
+    }
+}

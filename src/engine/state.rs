@@ -1,0 +1,310 @@
+//! Terraform state v4 documents: split into one item per resource instance and output, and assembled back.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use thiserror::Error;
+
+use crate::engine::address::{IndexKey, instance_address};
+
+/// Largest state document accepted.
+pub const MAX_STATE_BYTES: usize = 512 * 1024 * 1024;
+
+/// A terraform state document that cannot be read as state version 4.
+#[derive(Debug, Error)]
+pub enum StateError {
+    /// Not JSON at all.
+    #[error("state document is not valid JSON ({0}); nothing was written")]
+    NotJson(String),
+    /// A state format version other than 4.
+    #[error(
+        "state document has format version {0}; only version 4 is supported; nothing was written"
+    )]
+    UnsupportedVersion(String),
+    /// JSON of the wrong shape.
+    #[error("state document is malformed: {0}; nothing was written")]
+    Malformed(String),
+    /// Two instance objects with one address.
+    #[error("state document holds {0} twice; nothing was written")]
+    DuplicateAddress(String),
+}
+
+/// The resource an instance belongs to, as terraform's state names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceMeta {
+    /// The module path, e.g. `module.net[0]`; none for the root module.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// `managed` or `data`.
+    pub mode: String,
+    /// The resource type.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// The resource name.
+    pub name: String,
+    /// `list` (count) or `map` (for_each), when the resource repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub each: Option<String>,
+    /// The provider configuration address.
+    pub provider: String,
+}
+
+/// One piece of a state document that becomes one record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Item {
+    /// One resource instance object.
+    Resource {
+        /// Its address.
+        address: String,
+        /// Its resource.
+        meta: ResourceMeta,
+        /// The instance object as the state holds it.
+        instance: Value,
+    },
+    /// One root output.
+    Output {
+        /// The output's name.
+        name: String,
+        /// The output object (`value`, `type`, `sensitive`).
+        output: Value,
+    },
+}
+
+/// A state document read into its parts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SplitState {
+    /// The producing binary's version.
+    pub terraform_version: String,
+    /// The serial it carries.
+    pub serial: u64,
+    /// The lineage it carries.
+    pub lineage: String,
+    /// Resource instances and outputs, resources first in terraform's order.
+    pub items: Vec<Item>,
+}
+
+#[derive(Deserialize)]
+struct StateV4 {
+    #[serde(default)]
+    terraform_version: String,
+    #[serde(default)]
+    serial: u64,
+    #[serde(default)]
+    lineage: String,
+    #[serde(default)]
+    outputs: Map<String, Value>,
+    #[serde(default)]
+    resources: Vec<ResourceV4>,
+}
+
+#[derive(Deserialize)]
+struct ResourceV4 {
+    #[serde(default)]
+    module: Option<String>,
+    mode: String,
+    #[serde(rename = "type")]
+    type_name: String,
+    name: String,
+    #[serde(default)]
+    each: Option<String>,
+    provider: String,
+    #[serde(default)]
+    instances: Vec<Value>,
+}
+
+/// The index key and deposed key of an instance object.
+fn instance_keys(instance: &Value) -> Result<(IndexKey, Option<String>), String> {
+    let obj = instance
+        .as_object()
+        .ok_or_else(|| "an instance is not an object".to_string())?;
+    let key = match obj.get("index_key") {
+        None | Some(Value::Null) => IndexKey::None,
+        Some(Value::String(s)) => IndexKey::Str(s.clone()),
+        Some(Value::Number(n)) => IndexKey::Int(
+            n.as_i64()
+                .ok_or_else(|| format!("index_key {n} is not a whole number"))?,
+        ),
+        Some(other) => return Err(format!("index_key {other} is neither number nor string")),
+    };
+    let deposed = match obj.get("deposed") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+        Some(other) => return Err(format!("deposed {other} is not a key")),
+    };
+    Ok((key, deposed))
+}
+
+/// Read a state document (format version 4) into items.
+pub fn parse(bytes: &[u8]) -> Result<SplitState, StateError> {
+    if bytes.len() > MAX_STATE_BYTES {
+        return Err(StateError::Malformed(format!(
+            "{} bytes is over the {MAX_STATE_BYTES}-byte limit",
+            bytes.len()
+        )));
+    }
+    let value: Value =
+        serde_json::from_slice(bytes).map_err(|e| StateError::NotJson(e.to_string()))?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| StateError::Malformed("the top level is not an object".into()))?;
+    match obj.get("version") {
+        Some(Value::Number(n)) if n.as_u64() == Some(4) => {}
+        Some(other) => return Err(StateError::UnsupportedVersion(other.to_string())),
+        None => return Err(StateError::UnsupportedVersion("(none)".into())),
+    }
+    let doc: StateV4 =
+        serde_json::from_value(value).map_err(|e| StateError::Malformed(e.to_string()))?;
+    let mut items = Vec::new();
+    let mut seen = BTreeSet::new();
+    for r in doc.resources {
+        if r.mode != "managed" && r.mode != "data" {
+            return Err(StateError::Malformed(format!(
+                "resource {}.{} has mode {:?}",
+                r.type_name, r.name, r.mode
+            )));
+        }
+        let module = r.module.filter(|m| !m.is_empty());
+        let meta = ResourceMeta {
+            module: module.clone(),
+            mode: r.mode,
+            type_name: r.type_name,
+            name: r.name,
+            each: r.each,
+            provider: r.provider,
+        };
+        for instance in r.instances {
+            let (key, deposed) = instance_keys(&instance).map_err(|e| {
+                StateError::Malformed(format!("{}.{}: {e}", meta.type_name, meta.name))
+            })?;
+            let address = instance_address(
+                module.as_deref(),
+                &meta.mode,
+                &meta.type_name,
+                &meta.name,
+                &key,
+                deposed.as_deref(),
+            );
+            if !seen.insert(address.clone()) {
+                return Err(StateError::DuplicateAddress(address));
+            }
+            items.push(Item::Resource {
+                address,
+                meta: meta.clone(),
+                instance,
+            });
+        }
+    }
+    for (name, output) in doc.outputs {
+        if !output.is_object() {
+            return Err(StateError::Malformed(format!(
+                "output {name} is not an object"
+            )));
+        }
+        items.push(Item::Output { name, output });
+    }
+    Ok(SplitState {
+        terraform_version: doc.terraform_version,
+        serial: doc.serial,
+        lineage: doc.lineage,
+        items,
+    })
+}
+
+/// Terraform's order of instances within a resource: no key, then numbers, then strings; then deposed.
+fn instance_order(a: &Value, b: &Value) -> Ordering {
+    let rank = |v: &Value| match instance_keys(v) {
+        Ok((IndexKey::None, d)) => (0, 0, String::new(), d.unwrap_or_default()),
+        Ok((IndexKey::Int(i), d)) => (1, i, String::new(), d.unwrap_or_default()),
+        Ok((IndexKey::Str(s), d)) => (2, 0, s, d.unwrap_or_default()),
+        Err(_) => (3, 0, String::new(), String::new()),
+    };
+    rank(a).cmp(&rank(b))
+}
+
+/// The header fields of an assembled document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The lineage.
+    pub lineage: String,
+    /// The serial.
+    pub serial: u64,
+    /// The terraform version.
+    pub terraform_version: String,
+}
+
+/// Assemble items into a state v4 document, deterministically and in terraform's resource order.
+pub fn assemble<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) -> Value {
+    type ResKey = (String, String, String, String);
+    let mut resources: BTreeMap<ResKey, (&ResourceMeta, Vec<&Value>)> = BTreeMap::new();
+    let mut outputs = Map::new();
+    for item in items {
+        match item {
+            Item::Resource { meta, instance, .. } => {
+                let key = (
+                    meta.module.clone().unwrap_or_default(),
+                    meta.mode.clone(),
+                    meta.type_name.clone(),
+                    meta.name.clone(),
+                );
+                resources
+                    .entry(key)
+                    .or_insert((meta, Vec::new()))
+                    .1
+                    .push(instance);
+            }
+            Item::Output { name, output } => {
+                outputs.insert(name.clone(), output.clone());
+            }
+        }
+    }
+    let resources: Vec<Value> = resources
+        .into_values()
+        .map(|(meta, mut instances)| {
+            instances.sort_by(|a, b| instance_order(a, b));
+            let mut r = Map::new();
+            if let Some(m) = &meta.module {
+                r.insert("module".into(), json!(m));
+            }
+            r.insert("mode".into(), json!(meta.mode));
+            r.insert("type".into(), json!(meta.type_name));
+            r.insert("name".into(), json!(meta.name));
+            if let Some(each) = &meta.each {
+                r.insert("each".into(), json!(each));
+            }
+            r.insert("provider".into(), json!(meta.provider));
+            r.insert(
+                "instances".into(),
+                Value::Array(instances.into_iter().cloned().collect()),
+            );
+            Value::Object(r)
+        })
+        .collect();
+    json!({
+        "version": 4,
+        "terraform_version": header.terraform_version,
+        "serial": header.serial,
+        "lineage": header.lineage,
+        "outputs": outputs,
+        "resources": resources,
+        "check_results": null,
+    })
+}
+
+/// Assemble and serialise, pretty-printed as terraform writes state.
+pub fn assemble_bytes<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(&assemble(header, items)).unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// Compare two dotted versions (`1.11.4`), numerically per part; non-numbers compare as text.
+pub fn compare_versions(a: &str, b: &str) -> Ordering {
+    let parts = |s: &str| -> Vec<(u64, String)> {
+        s.split(['.', '-'])
+            .map(|p| (p.parse::<u64>().unwrap_or(u64::MAX), p.to_string()))
+            .collect()
+    };
+    parts(a).cmp(&parts(b))
+}

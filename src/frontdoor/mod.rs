@@ -1,0 +1,13 @@
+//! The front doors: each translates one protocol into engine calls, and words its answers alike.
+//!
+//! - [`http`]: `choudoufu-live run -- terraform ...`, a per-run loopback backend for
+//!   terraform's `backend "http"` (stock terraform and tofu of any version);
+//! - [`plugin`]: the go-plugin gRPC server terraform launches, with the tfplugin6 state
+//!   store and the `choudoufu.live.v1` record protocol.
+
+pub mod http;
+pub mod plugin;
+
+/// The answer to every lock request, at every door: there is no lock.
+pub const NO_LOCK: &str =
+    "no lock: choudoufu-live holds no locks; every record write is conditional";

@@ -1,0 +1,828 @@
+//! The choudoufu.live.v1 service: the record-level protocol for the patched tofu, translated to the engine.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use tokio::sync::{Mutex, OnceCell, RwLock};
+use tonic::{Request, Response, Status};
+
+pub mod settings;
+
+use super::proto::live as pb;
+use super::proto::live::live_server::Live;
+use crate::cloud::aws::markers as markers_aws;
+use crate::engine::digest::value_digest;
+use crate::engine::layout::{EstateName, Layout};
+use crate::engine::markers::{self, Timing};
+use crate::engine::pending::{self, Liveness};
+use crate::engine::plan_stamp::{PlanStamp, UnstampedPlanError};
+use crate::engine::program::ProgramStamp;
+use crate::engine::record_writes::{self, Kind, Outcome, RecordWrite, WriteOp};
+use crate::engine::session::{self, BaseRef, RunInfo, Snapshot, initial_lineage, read_snapshot};
+use crate::frontdoor::NO_LOCK;
+use crate::store::{self, DynStore, Version, WriteGuard};
+
+type EntryStream = Pin<Box<dyn Stream<Item = Result<pb::RecordEntry, Status>> + Send>>;
+
+/// How many store calls one request makes at once.
+const PARALLEL: usize = 32;
+
+struct LiveRun {
+    store: DynStore,
+    store_name: String,
+    layout: Layout,
+    run: RunInfo,
+    liveness: Arc<Liveness>,
+    guard: Option<Arc<dyn WriteGuard>>,
+    guard_passed: OnceCell<()>,
+    marks: Mutex<HashMap<String, Version>>,
+    last_read: Mutex<Option<BTreeMap<String, BaseRef>>>,
+}
+
+/// The service: one configured run per plugin process.
+pub struct LiveService {
+    root: PathBuf,
+    run: RwLock<Option<Arc<LiveRun>>>,
+}
+
+impl LiveService {
+    /// A service whose relative local paths are taken from `root`.
+    pub fn new(root: PathBuf) -> Self {
+        LiveService {
+            root,
+            run: RwLock::new(None),
+        }
+    }
+
+    async fn current(&self) -> Result<Arc<LiveRun>, Status> {
+        self.run.read().await.clone().ok_or_else(|| {
+            Status::failed_precondition("Configure was not called: the run has no estate yet")
+        })
+    }
+}
+
+fn diag(
+    severity: pb::diagnostic::Severity,
+    summary: &str,
+    detail: &str,
+    address: &str,
+) -> pb::Diagnostic {
+    pb::Diagnostic {
+        severity: severity as i32,
+        summary: summary.to_string(),
+        detail: detail.to_string(),
+        address: address.to_string(),
+    }
+}
+
+fn error(summary: &str, detail: &str) -> Vec<pb::Diagnostic> {
+    vec![diag(pb::diagnostic::Severity::Error, summary, detail, "")]
+}
+
+fn to_pb(v: &Version) -> pb::Version {
+    pb::Version {
+        token: v.token.clone(),
+        version_id: v.version_id.clone().unwrap_or_default(),
+    }
+}
+
+fn from_pb(v: Option<&pb::Version>) -> Option<Version> {
+    v.filter(|v| !v.token.is_empty()).map(|v| Version {
+        token: v.token.clone(),
+        version_id: Some(v.version_id.clone()).filter(|s| !s.is_empty()),
+    })
+}
+
+fn kind_of(k: i32) -> Option<Kind> {
+    match pb::RecordKind::try_from(k).ok()? {
+        pb::RecordKind::Resource => Some(Kind::Resource),
+        pb::RecordKind::Output => Some(Kind::Output),
+        pb::RecordKind::Provider => Some(Kind::Provider),
+        pb::RecordKind::Unspecified => None,
+    }
+}
+
+#[tonic::async_trait]
+impl Live for LiveService {
+    async fn configure(
+        &self,
+        req: Request<pb::ConfigureRequest>,
+    ) -> Result<Response<pb::ConfigureResponse>, Status> {
+        let req = req.into_inner();
+        let fail = |m: String| {
+            Ok(Response::new(pb::ConfigureResponse {
+                diagnostics: error("Invalid configuration", &m),
+                run_id: String::new(),
+            }))
+        };
+        let estate = match EstateName::parse(&req.estate) {
+            Ok(e) => e,
+            Err(m) => return fail(m),
+        };
+        let settings = match settings::settings(req.store) {
+            Ok(s) => s,
+            Err(e) => return fail(e.message),
+        };
+        let store = store::open(&settings, &self.root).await;
+        let layout = Layout::new(estate);
+        let program = match req.program {
+            Some(p) if !p.commit.is_empty() || !p.time.is_empty() => ProgramStamp {
+                commit: p.commit,
+                time: p.time,
+            },
+            _ => ProgramStamp::detect(&self.root),
+        };
+        let run_id = if req.run_id.is_empty() {
+            uuid::Uuid::new_v4().to_string()
+        } else {
+            req.run_id
+        };
+        let beat = if req.heartbeat_millis == 0 {
+            pending::DEFAULT_HEARTBEAT
+        } else {
+            Duration::from_millis(u64::from(req.heartbeat_millis))
+        };
+        let liveness = match Liveness::start(
+            store.clone(),
+            layout.clone(),
+            &run_id,
+            program.clone(),
+            beat,
+        )
+        .await
+        {
+            Ok(l) => l,
+            Err(e) => return fail(e.to_string()),
+        };
+        let guard = store::guard_for(&settings);
+        tracing::info!(estate = %layout.estate(), run = %run_id, "choudoufu run configured");
+        *self.run.write().await = Some(Arc::new(LiveRun {
+            store_name: store.describe(),
+            store,
+            layout,
+            run: RunInfo {
+                run_id: run_id.clone(),
+                program,
+            },
+            liveness,
+            guard,
+            guard_passed: OnceCell::new(),
+            marks: Mutex::new(HashMap::new()),
+            last_read: Mutex::new(None),
+        }));
+        Ok(Response::new(pb::ConfigureResponse {
+            diagnostics: vec![],
+            run_id,
+        }))
+    }
+
+    async fn read_records(
+        &self,
+        _req: Request<pb::ReadRecordsRequest>,
+    ) -> Result<Response<EntryStream>, Status> {
+        let r = self.current().await?;
+        let entries = record_writes::read_entries(&r.store, &r.layout, PARALLEL)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let marks = pending::read_marks(&r.store, &r.layout)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let mut by_address: BTreeMap<String, (pending::Mark, bool)> = marks
+            .into_iter()
+            .map(|(m, a)| (m.address.clone(), (m, a)))
+            .collect();
+        let pending_of = |m: &(pending::Mark, bool)| pb::PendingOperation {
+            run_id: m.0.run_id.clone(),
+            operation: m.0.operation.clone(),
+            since: m.0.since.clone(),
+            run_alive: m.1,
+        };
+        let mut read = BTreeMap::new();
+        let mut out = Vec::new();
+        for e in entries {
+            let key = match e.kind {
+                Kind::Resource => r.layout.resource_key(&e.address),
+                Kind::Output => r.layout.output_key(&e.address),
+                Kind::Provider => r.layout.provider_key(&e.address),
+            };
+            read.insert(
+                key,
+                BaseRef {
+                    address: e.address.clone(),
+                    version: e.version.clone(),
+                    digest: value_digest(&e.content),
+                },
+            );
+            let pending = if e.kind == Kind::Resource {
+                by_address.remove(&e.address)
+            } else {
+                None
+            };
+            out.push(Ok(pb::RecordEntry {
+                address: e.address,
+                kind: match e.kind {
+                    Kind::Resource => pb::RecordKind::Resource,
+                    Kind::Output => pb::RecordKind::Output,
+                    Kind::Provider => pb::RecordKind::Provider,
+                } as i32,
+                version: Some(to_pb(&e.version)),
+                program: Some(pb::ProgramStamp {
+                    commit: e.program.commit,
+                    time: e.program.time,
+                }),
+                content: serde_json::to_vec(&e.content).unwrap_or_default(),
+                pending: pending.as_ref().map(pending_of),
+                pending_only: false,
+            }));
+        }
+        for (address, m) in by_address {
+            out.push(Ok(pb::RecordEntry {
+                address,
+                kind: pb::RecordKind::Resource as i32,
+                pending: Some(pending_of(&m)),
+                pending_only: true,
+                ..Default::default()
+            }));
+        }
+        *r.last_read.lock().await = Some(read);
+        Ok(Response::new(Box::pin(futures::stream::iter(out))))
+    }
+
+    async fn write_records(
+        &self,
+        req: Request<pb::WriteRecordsRequest>,
+    ) -> Result<Response<pb::WriteRecordsResponse>, Status> {
+        let r = self.current().await?;
+        let mut writes = Vec::new();
+        for w in req.into_inner().writes {
+            let Some(kind) = kind_of(w.kind) else {
+                return Err(Status::invalid_argument(format!(
+                    "{}: record kind is not set",
+                    w.address
+                )));
+            };
+            let content = || {
+                serde_json::from_slice::<serde_json::Value>(&w.content).map_err(|e| {
+                    Status::invalid_argument(format!("{}: content is not JSON: {e}", w.address))
+                })
+            };
+            let expected = from_pb(w.expected.as_ref());
+            let op = match pb::record_write::Op::try_from(w.op)
+                .unwrap_or(pb::record_write::Op::Unspecified)
+            {
+                pb::record_write::Op::Create => WriteOp::Create(content()?),
+                pb::record_write::Op::Update => WriteOp::Update(
+                    expected.ok_or_else(|| {
+                        Status::invalid_argument(format!(
+                            "{}: an update needs the version read",
+                            w.address
+                        ))
+                    })?,
+                    content()?,
+                ),
+                pb::record_write::Op::Delete => WriteOp::Delete(
+                    expected.ok_or_else(|| {
+                        Status::invalid_argument(format!(
+                            "{}: a delete needs the version read",
+                            w.address
+                        ))
+                    })?,
+                    w.undeclared,
+                ),
+                pb::record_write::Op::Unspecified => {
+                    return Err(Status::invalid_argument(format!(
+                        "{}: op is not set",
+                        w.address
+                    )));
+                }
+            };
+            writes.push(RecordWrite {
+                address: w.address,
+                kind,
+                op,
+            });
+        }
+        if let Some(guard) = &r.guard
+            && let Err(e) = r.guard_passed.get_or_try_init(|| guard.check()).await
+        {
+            return Ok(Response::new(pb::WriteRecordsResponse {
+                results: vec![],
+                diagnostics: error("Unsafe record store", &e.to_string()),
+            }));
+        }
+        let kinds: Vec<Kind> = writes.iter().map(|w| w.kind).collect();
+        let results = record_writes::write_records(&r.store, &r.layout, &r.run, writes, PARALLEL)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let mut out = Vec::new();
+        let mut diagnostics = Vec::new();
+        for ((address, outcome), kind) in results.into_iter().zip(kinds) {
+            use pb::record_result::Outcome as O;
+            let mut res = pb::RecordResult {
+                address: address.clone(),
+                ..Default::default()
+            };
+            match outcome {
+                Outcome::Written(v) => {
+                    crate::telemetry::metrics().records_written("write", 1);
+                    res.outcome = O::Written as i32;
+                    res.new_version = v.as_ref().map(to_pb);
+                    if kind == Kind::Resource {
+                        // The record write clears this run's mark.
+                        if let Some(mark) = r.marks.lock().await.remove(&address)
+                            && let Err(e) =
+                                pending::clear_mark(&r.store, &r.layout, &address, &mark).await
+                        {
+                            tracing::warn!(error = %e, address = %address, "could not clear a pending mark");
+                        }
+                    }
+                }
+                Outcome::Conflict(c) => {
+                    crate::telemetry::metrics()
+                        .conflicts(crate::telemetry::ConflictKind::Record, 1);
+                    res.outcome = O::Conflict as i32;
+                    res.expected = c.expected.as_ref().map(to_pb);
+                    res.stored = c.stored.as_ref().map(to_pb);
+                    res.message = format!(
+                        "Record store write conflict (RecordConflictError): {c}. Nothing was overwritten."
+                    );
+                    diagnostics.push(diag(
+                        pb::diagnostic::Severity::Error,
+                        "Record store write conflict",
+                        &res.message,
+                        &address,
+                    ));
+                }
+                Outcome::Kept(m) => {
+                    res.outcome = O::Kept as i32;
+                    diagnostics.push(diag(
+                        pb::diagnostic::Severity::Warning,
+                        "Resource kept",
+                        &m,
+                        &address,
+                    ));
+                    res.message = m;
+                }
+                Outcome::Refused(m) => {
+                    res.outcome = O::Refused as i32;
+                    diagnostics.push(diag(
+                        pb::diagnostic::Severity::Error,
+                        "Record write refused",
+                        &m,
+                        &address,
+                    ));
+                    res.message = m;
+                }
+                Outcome::AlreadyGone => res.outcome = O::AlreadyGone as i32,
+            }
+            out.push(res);
+        }
+        Ok(Response::new(pb::WriteRecordsResponse {
+            results: out,
+            diagnostics,
+        }))
+    }
+
+    async fn lock(
+        &self,
+        _req: Request<pb::LockRequest>,
+    ) -> Result<Response<pb::LockResponse>, Status> {
+        Ok(Response::new(pb::LockResponse {
+            diagnostics: error(
+                NO_LOCK,
+                "There is no lock to take: every record write is conditional. Nothing was held or changed.",
+            ),
+        }))
+    }
+
+    async fn unlock(
+        &self,
+        _req: Request<pb::UnlockRequest>,
+    ) -> Result<Response<pb::UnlockResponse>, Status> {
+        Ok(Response::new(pb::UnlockResponse {
+            diagnostics: error(
+                NO_LOCK,
+                "There is no lock to release: a stopped run leaves nothing held. Nothing was changed.",
+            ),
+        }))
+    }
+
+    async fn inject_markers(
+        &self,
+        req: Request<pb::InjectMarkersRequest>,
+    ) -> Result<Response<pb::InjectMarkersResponse>, Status> {
+        let r = self.current().await?;
+        let req = req.into_inner();
+        let config: serde_json::Value = serde_json::from_slice(&req.config_json)
+            .map_err(|e| Status::invalid_argument(format!("config_json is not JSON: {e}")))?;
+        match markers::inject(
+            &req.provider,
+            &req.resource_type,
+            &req.address,
+            r.layout.estate().as_str(),
+            config,
+        ) {
+            Ok(inj) => {
+                use pb::inject_markers_response::Timing as T;
+                let (timing, follow_up) = match inj.timing {
+                    Timing::AtCreate => (T::AtCreate, String::new()),
+                    Timing::AfterCreate(f) => (T::AfterCreate, f),
+                    Timing::NotMarked => (T::NotMarked, String::new()),
+                };
+                Ok(Response::new(pb::InjectMarkersResponse {
+                    config_json: serde_json::to_vec(&inj.config).unwrap_or_default(),
+                    timing: timing as i32,
+                    follow_up,
+                    attribute: inj.attribute.to_string(),
+                    diagnostics: vec![],
+                }))
+            }
+            Err(e) => Ok(Response::new(pb::InjectMarkersResponse {
+                diagnostics: vec![diag(
+                    pb::diagnostic::Severity::Error,
+                    "Live marker refused",
+                    &e.to_string(),
+                    &req.address,
+                )],
+                ..Default::default()
+            })),
+        }
+    }
+
+    async fn begin_change(
+        &self,
+        req: Request<pb::BeginChangeRequest>,
+    ) -> Result<Response<pb::BeginChangeResponse>, Status> {
+        let r = self.current().await?;
+        let req = req.into_inner();
+        use pb::begin_change_response::Outcome as O;
+        match pending::begin_change(
+            &r.store,
+            &r.layout,
+            &r.run.run_id,
+            &req.address,
+            &req.operation,
+            &req.dependencies,
+        )
+        .await
+        {
+            Ok(Ok(marked)) => {
+                r.marks
+                    .lock()
+                    .await
+                    .insert(req.address.clone(), marked.version);
+                let mut diagnostics = Vec::new();
+                let taken_over = marked
+                    .taken_over
+                    .into_iter()
+                    .map(|t| {
+                        diagnostics.push(diag(
+                            pb::diagnostic::Severity::Warning,
+                            "Took over a pending operation",
+                            &format!("run {} is gone; it left {} in flight ({} since {}); this run takes it over: check the live object before changing it", t.run_id, t.address, t.operation, t.since),
+                            &t.address,
+                        ));
+                        pb::TakenOver { address: t.address, run_id: t.run_id, operation: t.operation, since: t.since }
+                    })
+                    .collect();
+                Ok(Response::new(pb::BeginChangeResponse {
+                    outcome: O::Marked as i32,
+                    taken_over,
+                    diagnostics,
+                }))
+            }
+            Ok(Err(refused)) => Ok(Response::new(pb::BeginChangeResponse {
+                outcome: {
+                    crate::telemetry::metrics()
+                        .conflicts(crate::telemetry::ConflictKind::InFlight, 1);
+                    O::Refused as i32
+                },
+                taken_over: vec![],
+                diagnostics: vec![diag(
+                    pb::diagnostic::Severity::Error,
+                    "InFlightDependencyError",
+                    &refused.to_string(),
+                    &refused.address,
+                )],
+            })),
+            Err(e) => Err(Status::internal(e.to_string())),
+        }
+    }
+
+    async fn end_run(
+        &self,
+        _req: Request<pb::EndRunRequest>,
+    ) -> Result<Response<pb::EndRunResponse>, Status> {
+        let r = self.current().await?;
+        let diagnostics = match r.liveness.end().await {
+            Ok(()) => vec![],
+            Err(e) => error("Could not record the run's end", &e.to_string()),
+        };
+        Ok(Response::new(pb::EndRunResponse { diagnostics }))
+    }
+
+    async fn stamp_plan(
+        &self,
+        _req: Request<pb::StampPlanRequest>,
+    ) -> Result<Response<pb::StampPlanResponse>, Status> {
+        let r = self.current().await?;
+        let Some(read) = r.last_read.lock().await.clone() else {
+            return Ok(Response::new(pb::StampPlanResponse {
+                stamp: vec![],
+                diagnostics: error(
+                    "Nothing read",
+                    "call ReadRecords before StampPlan: a stamp names the versions the plan read",
+                ),
+            }));
+        };
+        let snapshot = read_snapshot(&r.store, &r.layout, PARALLEL)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        let lineage = snapshot
+            .estate
+            .map(|(m, _)| m.lineage)
+            .unwrap_or_else(|| initial_lineage(&r.layout));
+        let serial = session::serial_of(&lineage, &Snapshot::default());
+        let stamp = PlanStamp::new(&r.layout, &r.store_name, b"", (lineage, serial), read);
+        Ok(Response::new(pb::StampPlanResponse {
+            stamp: serde_json::to_vec(&stamp).unwrap_or_default(),
+            diagnostics: vec![],
+        }))
+    }
+
+    async fn check_plan(
+        &self,
+        req: Request<pb::CheckPlanRequest>,
+    ) -> Result<Response<pb::CheckPlanResponse>, Status> {
+        let r = self.current().await?;
+        let req = req.into_inner();
+        use pb::check_plan_response::Outcome as O;
+        let refuse = |outcome: O, text: String| {
+            crate::telemetry::metrics().conflicts(
+                if outcome == O::Moved {
+                    crate::telemetry::ConflictKind::PlanMoved
+                } else {
+                    crate::telemetry::ConflictKind::Unstamped
+                },
+                1,
+            );
+            Ok(Response::new(pb::CheckPlanResponse {
+                outcome: outcome as i32,
+                diagnostics: error("The approved plan no longer matches the live system", &text),
+            }))
+        };
+        let stamp: PlanStamp = match serde_json::from_slice(&req.stamp) {
+            Ok(s) => s,
+            Err(e) => {
+                return refuse(
+                    O::Unstamped,
+                    UnstampedPlanError {
+                        reason: format!("the plan's stamp is missing or unreadable ({e})"),
+                    }
+                    .to_string(),
+                );
+            }
+        };
+        if stamp.estate != r.layout.estate().as_str() || stamp.store != r.store_name {
+            return refuse(
+                O::Unstamped,
+                UnstampedPlanError {
+                    reason: format!(
+                        "the stamp is for estate {:?} in {}, not estate {:?} in {}",
+                        stamp.estate,
+                        stamp.store,
+                        r.layout.estate().as_str(),
+                        r.store_name
+                    ),
+                }
+                .to_string(),
+            );
+        }
+        let mut changes: BTreeSet<String> = req
+            .changed_addresses
+            .iter()
+            .map(|a| r.layout.resource_key(a))
+            .collect();
+        changes.extend(req.changed_outputs.iter().map(|o| r.layout.output_key(o)));
+        let current = read_snapshot(&r.store, &r.layout, PARALLEL)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        match stamp.check(&changes, &current) {
+            Ok(_) => Ok(Response::new(pb::CheckPlanResponse {
+                outcome: O::Ok as i32,
+                diagnostics: vec![],
+            })),
+            Err(moved) => refuse(O::Moved, moved.to_string()),
+        }
+    }
+
+    async fn find_by_markers(
+        &self,
+        req: Request<pb::FindByMarkersRequest>,
+    ) -> Result<Response<pb::FindByMarkersResponse>, Status> {
+        let r = self.current().await?;
+        let req = req.into_inner();
+        use pb::find_by_markers_response::Outcome as O;
+        let estate = r.layout.estate().as_str().to_string();
+        let not_listed = |severity, summary: &str, detail: String| {
+            Ok(Response::new(pb::FindByMarkersResponse {
+                outcome: O::NotListed as i32,
+                diagnostics: vec![diag(severity, summary, &detail, &req.address)],
+                ..Default::default()
+            }))
+        };
+        if markers::Family::of(&req.provider, &req.resource_type) != Some(markers::Family::Aws) {
+            return not_listed(
+                pb::diagnostic::Severity::Warning,
+                "No marker listing",
+                format!(
+                    "{}: no live-marker lister is built for this provider family yet (only AWS); nothing was listed",
+                    req.address
+                ),
+            );
+        }
+        let config = provider_config(&req.provider_config_json);
+        let lister = match markers_aws::AwsLister::from_json(&config).await {
+            Ok(l) => l,
+            Err(e) => {
+                return not_listed(
+                    pb::diagnostic::Severity::Error,
+                    "No marker listing",
+                    format!("{}: {e}", req.address),
+                );
+            }
+        };
+        let listing = format!(
+            "aws: tagging:GetResources ({})",
+            markers_aws::type_filter(&req.resource_type).unwrap_or("no type filter")
+        );
+        let found = match lister
+            .with_markers(&estate, &req.resource_type, &req.address)
+            .await
+        {
+            Ok(found) => found,
+            Err(e) => {
+                return not_listed(
+                    pb::diagnostic::Severity::Error,
+                    "Marker listing failed",
+                    format!("{}: {e}", req.address),
+                );
+            }
+        };
+        let objects: Vec<pb::LiveObject> = found.iter().cloned().map(live_object).collect();
+        let (outcome, diagnostics) = match markers_aws::decide(&estate, &req.address, found) {
+            Ok(None) => (O::NotFound, vec![]),
+            Ok(Some(_)) => (O::Bind, vec![]),
+            Err(c) => (
+                O::Collision,
+                vec![diag(
+                    pb::diagnostic::Severity::Error,
+                    "CollisionError",
+                    &c.to_string(),
+                    &req.address,
+                )],
+            ),
+        };
+        Ok(Response::new(pb::FindByMarkersResponse {
+            outcome: outcome as i32,
+            objects,
+            listing,
+            empty_proves_absent: false,
+            diagnostics,
+        }))
+    }
+
+    async fn list_unrecorded(
+        &self,
+        req: Request<pb::ListUnrecordedRequest>,
+    ) -> Result<Response<pb::ListUnrecordedResponse>, Status> {
+        let r = self.current().await?;
+        let req = req.into_inner();
+        let estate = r.layout.estate().as_str().to_string();
+        let entries = record_writes::read_entries(&r.store, &r.layout, PARALLEL)
+            .await
+            .map_err(|e| Status::internal(e.to_string()))?;
+        // Resource records of the AWS family, by provider configuration address.
+        let mut by_provider: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+        for e in entries.iter().filter(|e| e.kind == Kind::Resource) {
+            let res = &e.content["resource"];
+            let (Some(provider), Some(ty)) = (res["provider"].as_str(), res["type"].as_str())
+            else {
+                continue;
+            };
+            if markers::Family::of("", ty) == Some(markers::Family::Aws) {
+                by_provider
+                    .entry(provider.to_string())
+                    .or_default()
+                    .push((e.address.clone(), ty.to_string()));
+            }
+        }
+        let mut diagnostics = Vec::new();
+        let mut objects = Vec::new();
+        let given: BTreeSet<&str> = req.providers.iter().map(|p| p.address.as_str()).collect();
+        for (provider, records) in &by_provider {
+            if !given.contains(provider.as_str()) {
+                diagnostics.push(diag(
+                    pb::diagnostic::Severity::Warning,
+                    "No marker listing",
+                    &markers_aws::ListingError::NoConfiguration {
+                        what: format!(
+                            "{} record(s) under {provider} were not checked for unrecorded objects",
+                            records.len()
+                        ),
+                    }
+                    .to_string(),
+                    "",
+                ));
+            }
+        }
+        let recorded: Vec<String> = by_provider
+            .values()
+            .flatten()
+            .map(|(a, _)| a.clone())
+            .collect();
+        for p in &req.providers {
+            let types: BTreeSet<String> = by_provider
+                .get(&p.address)
+                .into_iter()
+                .flatten()
+                .map(|(_, t)| t.clone())
+                .chain(req.resource_types.iter().cloned())
+                .collect();
+            if types.is_empty() {
+                continue;
+            }
+            let lister =
+                match markers_aws::AwsLister::from_json(&provider_config(&p.config_json)).await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        diagnostics.push(diag(
+                            pb::diagnostic::Severity::Error,
+                            "No marker listing",
+                            &format!("{}: {e}", p.address),
+                            "",
+                        ));
+                        continue;
+                    }
+                };
+            // Types come from this provider's records; names from every record of the estate,
+            // so an object whose record sits under another provider configuration is not reported.
+            let types: Vec<String> = types.into_iter().collect();
+            match lister.list_unrecorded(&estate, &recorded, &types).await {
+                Ok(found) => {
+                    for o in found {
+                        if objects.iter().any(|x: &pb::LiveObject| x.id == o.arn) {
+                            continue;
+                        }
+                        diagnostics.push(diag(
+                            pb::diagnostic::Severity::Warning,
+                            "Unrecorded marked object",
+                            &format!(
+                                "{} carries {}={:?} and {}={:?}, but no record of the estate names that address; it was not deleted. Import it (terraform import), or delete it by hand if nothing should own it.",
+                                o.arn,
+                                markers::ESTATE_TAG,
+                                estate,
+                                markers::ADDRESS_TAG,
+                                o.address().unwrap_or("(none)")
+                            ),
+                            o.address().unwrap_or_default(),
+                        ));
+                        objects.push(live_object(o));
+                    }
+                }
+                Err(e) => diagnostics.push(diag(
+                    pb::diagnostic::Severity::Error,
+                    "Marker listing failed",
+                    &format!("{}: {e}", p.address),
+                    "",
+                )),
+            }
+        }
+        Ok(Response::new(pb::ListUnrecordedResponse {
+            objects,
+            diagnostics,
+        }))
+    }
+}
+
+/// A provider configuration from its JSON bytes; empty bytes are no configuration.
+fn provider_config(bytes: &[u8]) -> serde_json::Value {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return serde_json::Value::Null;
+    }
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| serde_json::Value::String(format!("(not JSON: {e})")))
+}
+
+fn live_object(o: markers_aws::LiveObject) -> pb::LiveObject {
+    pb::LiveObject {
+        address: o.address().unwrap_or_default().to_string(),
+        id: o.arn,
+        import_id: o.import_id.unwrap_or_default(),
+        tags: o.tags.into_iter().collect(),
+    }
+}

@@ -1,0 +1,484 @@
+//! The S3 record store bucket's safety: versioning, noncurrent-version expiry, public access block.
+//!
+//! Records hold what the cloud cannot give back (generated passwords, private data), so
+//! before a run's first write the bucket must keep old versions (versioning), not keep them
+//! forever (a lifecycle rule expiring noncurrent versions) and never be public (all four
+//! public access block settings). [`BucketGuard`] checks this once per run; [`setup`]
+//! applies all three, idempotently.
+
+use std::sync::Once;
+
+use aws_sdk_s3::Client;
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::types::{
+    BucketLifecycleConfiguration, BucketVersioningStatus, ExpirationStatus, LifecycleRule,
+    LifecycleRuleFilter, NoncurrentVersionExpiration, PublicAccessBlockConfiguration,
+    VersioningConfiguration,
+};
+use thiserror::Error;
+
+use super::{S3Settings, S3Store};
+use crate::cut::{Mechanism, cut};
+use crate::store::RecordStore;
+use crate::store::guard::{UnsafeRecordStore, WriteGuard};
+use crate::store::key::ROOT_PREFIX;
+
+/// The ID of the lifecycle rule `bucket setup` adds.
+pub const LIFECYCLE_RULE_ID: &str = "choudoufu-live-expire-noncurrent-records";
+/// How many days `bucket setup` keeps a noncurrent record version.
+pub const NONCURRENT_DAYS: i32 = 90;
+
+/// The setting names, as reports and errors print them.
+pub const VERSIONING: &str = "versioning";
+/// The lifecycle setting's name.
+pub const LIFECYCLE: &str = "lifecycle rule expiring noncurrent versions";
+/// The public access block setting's name.
+pub const PUBLIC_ACCESS_BLOCK: &str = "public access block";
+
+/// A bucket administration call failed.
+#[derive(Debug, Error)]
+#[error("bucket {bucket}: {op} failed: {message}")]
+pub struct BucketError {
+    /// The bucket.
+    pub bucket: String,
+    /// The S3 operation, e.g. `PutBucketVersioning`.
+    pub op: &'static str,
+    /// What S3 said.
+    pub message: String,
+}
+
+/// One safety setting as found on the bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingCheck {
+    /// Which setting.
+    pub setting: &'static str,
+    /// Whether it is as it must be.
+    pub ok: bool,
+    /// What was found.
+    pub found: String,
+    /// The commands that fix it.
+    pub fix: String,
+}
+
+impl SettingCheck {
+    /// The problem line an `UnsafeRecordStore` error shows for a failing setting.
+    pub fn problem(&self) -> String {
+        format!("{}: found {}; fix: {}", self.setting, self.found, self.fix)
+    }
+}
+
+/// Every safety setting of one bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketReport {
+    /// The store, e.g. `s3://bucket`.
+    pub store: String,
+    /// The three settings, in a fixed order.
+    pub checks: Vec<SettingCheck>,
+}
+
+impl BucketReport {
+    /// True when every setting passes.
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.ok)
+    }
+
+    /// The refusal for the failing settings, or none when all pass.
+    pub fn unsafe_error(&self) -> Option<UnsafeRecordStore> {
+        let problems: Vec<String> = self
+            .checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(SettingCheck::problem)
+            .collect();
+        if problems.is_empty() {
+            None
+        } else {
+            Some(UnsafeRecordStore {
+                store: self.store.clone(),
+                problems,
+            })
+        }
+    }
+}
+
+/// What `setup` did to one setting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetupStep {
+    /// Which setting.
+    pub setting: &'static str,
+    /// True when it was changed; false when it was already as it must be.
+    pub changed: bool,
+}
+
+fn api_error<E>(bucket: &str, op: &'static str, err: &SdkError<E>) -> BucketError
+where
+    E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
+{
+    BucketError {
+        bucket: bucket.to_string(),
+        op,
+        message: format!("{}", DisplayErrorContext(err)),
+    }
+}
+
+fn error_code<E: ProvideErrorMetadata>(err: &SdkError<E>) -> Option<&str> {
+    match err {
+        SdkError::ServiceError(e) => e.err().code(),
+        _ => None,
+    }
+}
+
+/// The aws CLI's options that reach the same bucket (region, endpoint).
+fn aws_cli_opts(settings: &S3Settings) -> String {
+    let mut out = String::new();
+    if let Some(region) = &settings.region {
+        out.push_str(&format!(" --region {region}"));
+    }
+    if let Some(endpoint) = &settings.endpoint {
+        out.push_str(&format!(" --endpoint-url {endpoint}"));
+    }
+    out
+}
+
+fn lifecycle_json() -> String {
+    format!(
+        "{{\"Rules\":[{{\"ID\":\"{LIFECYCLE_RULE_ID}\",\"Status\":\"Enabled\",\"Filter\":{{\"Prefix\":\"{ROOT_PREFIX}\"}},\"NoncurrentVersionExpiration\":{{\"NoncurrentDays\":{NONCURRENT_DAYS}}}}}]}}"
+    )
+}
+
+/// The exact command that fixes `setting` on the bucket of `settings`.
+pub fn fix_command(setting: &str, settings: &S3Settings) -> String {
+    let bucket = &settings.bucket;
+    let opts = aws_cli_opts(settings);
+    let aws = match setting {
+        VERSIONING => format!(
+            "aws s3api put-bucket-versioning --bucket {bucket} --versioning-configuration Status=Enabled{opts}"
+        ),
+        LIFECYCLE => format!(
+            "aws s3api put-bucket-lifecycle-configuration --bucket {bucket} --lifecycle-configuration '{}'{opts} (this replaces the bucket's other lifecycle rules; `bucket setup` keeps them)",
+            lifecycle_json()
+        ),
+        _ => format!(
+            "aws s3api put-public-access-block --bucket {bucket} --public-access-block-configuration BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true{opts}"
+        ),
+    };
+    format!(
+        "`choudoufu-live bucket setup --root DIR` (DIR: the root whose live block names this bucket), or `{aws}`"
+    )
+}
+
+/// Whether `rule` expires noncurrent versions of every record key.
+fn rule_expires_records(rule: &LifecycleRule) -> bool {
+    if *rule.status() != ExpirationStatus::Enabled {
+        return false;
+    }
+    let Some(expiry) = rule.noncurrent_version_expiration() else {
+        return false;
+    };
+    if expiry.noncurrent_days().unwrap_or(0) <= 0 && expiry.newer_noncurrent_versions().is_none() {
+        return false;
+    }
+    let covers = |prefix: Option<&str>| prefix.is_none_or(|p| ROOT_PREFIX.starts_with(p));
+    match rule.filter() {
+        // The legacy rule-level `Prefix`, which older buckets still carry.
+        #[allow(deprecated)]
+        None => covers(rule.prefix()),
+        Some(f) => {
+            f.tag().is_none()
+                && f.and().is_none()
+                && f.object_size_greater_than().is_none()
+                && f.object_size_less_than().is_none()
+                && covers(f.prefix())
+        }
+    }
+}
+
+/// The bucket's versioning status; none when versioning was never enabled.
+async fn versioning_status(
+    client: &Client,
+    bucket: &str,
+) -> Result<Option<BucketVersioningStatus>, BucketError> {
+    match client.get_bucket_versioning().bucket(bucket).send().await {
+        Ok(out) => Ok(out.status),
+        Err(e) => {
+            // Some S3 peers (moto) answer with another XML root (`GetBucketVersioningResponse`)
+            // that the SDK refuses to parse: read its `<Status>` from the 200 body instead.
+            let body = e
+                .raw_response()
+                .filter(|r| r.status().as_u16() == 200)
+                .and_then(|r| r.body().bytes())
+                .map(|b| String::from_utf8_lossy(b).into_owned());
+            match body {
+                Some(body) if body.contains("GetBucketVersioningResponse") => {
+                    Ok(xml_element(&body, "Status").map(BucketVersioningStatus::from))
+                }
+                _ => Err(api_error(bucket, "GetBucketVersioning", &e)),
+            }
+        }
+    }
+}
+
+/// The text of the first `<name>...</name>` in `xml`.
+fn xml_element<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("<{name}>");
+    let start = xml.find(&open)? + open.len();
+    let len = xml.get(start..)?.find(&format!("</{name}>"))?;
+    xml.get(start..start + len).map(str::trim)
+}
+
+async fn check_versioning(
+    client: &Client,
+    settings: &S3Settings,
+) -> Result<SettingCheck, BucketError> {
+    let (ok, found) = match versioning_status(client, &settings.bucket).await? {
+        Some(BucketVersioningStatus::Enabled) => (true, "Enabled".to_string()),
+        Some(other) => (false, other.as_str().to_string()),
+        None => (false, "never enabled".to_string()),
+    };
+    Ok(SettingCheck {
+        setting: VERSIONING,
+        ok,
+        found,
+        fix: fix_command(VERSIONING, settings),
+    })
+}
+
+async fn lifecycle_rules(client: &Client, bucket: &str) -> Result<Vec<LifecycleRule>, BucketError> {
+    match client
+        .get_bucket_lifecycle_configuration()
+        .bucket(bucket)
+        .send()
+        .await
+    {
+        Ok(out) => Ok(out.rules.unwrap_or_default()),
+        Err(e) if error_code(&e) == Some("NoSuchLifecycleConfiguration") => Ok(Vec::new()),
+        Err(e) => Err(api_error(bucket, "GetBucketLifecycleConfiguration", &e)),
+    }
+}
+
+async fn check_lifecycle(
+    client: &Client,
+    settings: &S3Settings,
+) -> Result<SettingCheck, BucketError> {
+    let rules = lifecycle_rules(client, &settings.bucket).await?;
+    let ok = rules.iter().any(rule_expires_records);
+    let found = match (ok, rules.len()) {
+        (true, _) => "an enabled rule expiring noncurrent record versions".to_string(),
+        (false, 0) => "no lifecycle rules".to_string(),
+        (false, n) => format!(
+            "{n} lifecycle rule(s), none enabled with NoncurrentVersionExpiration over {ROOT_PREFIX}"
+        ),
+    };
+    Ok(SettingCheck {
+        setting: LIFECYCLE,
+        ok,
+        found,
+        fix: fix_command(LIFECYCLE, settings),
+    })
+}
+
+async fn public_access_block(
+    client: &Client,
+    bucket: &str,
+) -> Result<Option<PublicAccessBlockConfiguration>, BucketError> {
+    match client.get_public_access_block().bucket(bucket).send().await {
+        Ok(out) => Ok(out.public_access_block_configuration),
+        Err(e) if error_code(&e) == Some("NoSuchPublicAccessBlockConfiguration") => Ok(None),
+        Err(e) => Err(api_error(bucket, "GetPublicAccessBlock", &e)),
+    }
+}
+
+fn block_flags(c: &PublicAccessBlockConfiguration) -> [(&'static str, bool); 4] {
+    [
+        ("BlockPublicAcls", c.block_public_acls() == Some(true)),
+        ("IgnorePublicAcls", c.ignore_public_acls() == Some(true)),
+        ("BlockPublicPolicy", c.block_public_policy() == Some(true)),
+        (
+            "RestrictPublicBuckets",
+            c.restrict_public_buckets() == Some(true),
+        ),
+    ]
+}
+
+async fn check_public_access(
+    client: &Client,
+    settings: &S3Settings,
+) -> Result<SettingCheck, BucketError> {
+    let (ok, found) = match public_access_block(client, &settings.bucket).await? {
+        None => (false, "no public access block".to_string()),
+        Some(c) => {
+            let off: Vec<&str> = block_flags(&c)
+                .iter()
+                .filter(|(_, on)| !on)
+                .map(|(name, _)| *name)
+                .collect();
+            if off.is_empty() {
+                (true, "all four settings on".to_string())
+            } else {
+                (false, format!("{} off", off.join(", ")))
+            }
+        }
+    };
+    Ok(SettingCheck {
+        setting: PUBLIC_ACCESS_BLOCK,
+        ok,
+        found,
+        fix: fix_command(PUBLIC_ACCESS_BLOCK, settings),
+    })
+}
+
+/// Check the three safety settings of the bucket in `settings`.
+pub async fn check(client: &Client, settings: &S3Settings) -> Result<BucketReport, BucketError> {
+    Ok(BucketReport {
+        store: format!("s3://{}", settings.bucket),
+        checks: vec![
+            check_versioning(client, settings).await?,
+            check_lifecycle(client, settings).await?,
+            check_public_access(client, settings).await?,
+        ],
+    })
+}
+
+/// Apply the three safety settings to `bucket`; settings already right are left alone.
+///
+/// Existing lifecycle rules are kept: the noncurrent-expiry rule is added beside them.
+pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SetupStep>, BucketError> {
+    let mut steps = Vec::new();
+
+    let enabled = versioning_status(client, bucket).await? == Some(BucketVersioningStatus::Enabled);
+    if !enabled {
+        client
+            .put_bucket_versioning()
+            .bucket(bucket)
+            .versioning_configuration(
+                VersioningConfiguration::builder()
+                    .status(BucketVersioningStatus::Enabled)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| api_error(bucket, "PutBucketVersioning", &e))?;
+    }
+    steps.push(SetupStep {
+        setting: VERSIONING,
+        changed: !enabled,
+    });
+
+    let mut rules = lifecycle_rules(client, bucket).await?;
+    let has_rule = rules.iter().any(rule_expires_records);
+    if !has_rule {
+        rules.retain(|r| r.id() != Some(LIFECYCLE_RULE_ID));
+        let rule = LifecycleRule::builder()
+            .id(LIFECYCLE_RULE_ID)
+            .status(ExpirationStatus::Enabled)
+            .filter(LifecycleRuleFilter::builder().prefix(ROOT_PREFIX).build())
+            .noncurrent_version_expiration(
+                NoncurrentVersionExpiration::builder()
+                    .noncurrent_days(NONCURRENT_DAYS)
+                    .build(),
+            )
+            .build()
+            .map_err(|e| BucketError {
+                bucket: bucket.to_string(),
+                op: "PutBucketLifecycleConfiguration",
+                message: e.to_string(),
+            })?;
+        rules.push(rule);
+        let config = BucketLifecycleConfiguration::builder()
+            .set_rules(Some(rules))
+            .build()
+            .map_err(|e| BucketError {
+                bucket: bucket.to_string(),
+                op: "PutBucketLifecycleConfiguration",
+                message: e.to_string(),
+            })?;
+        client
+            .put_bucket_lifecycle_configuration()
+            .bucket(bucket)
+            .lifecycle_configuration(config)
+            .send()
+            .await
+            .map_err(|e| api_error(bucket, "PutBucketLifecycleConfiguration", &e))?;
+    }
+    steps.push(SetupStep {
+        setting: LIFECYCLE,
+        changed: !has_rule,
+    });
+
+    let blocked = public_access_block(client, bucket)
+        .await?
+        .is_some_and(|c| block_flags(&c).iter().all(|(_, on)| *on));
+    if !blocked {
+        client
+            .put_public_access_block()
+            .bucket(bucket)
+            .public_access_block_configuration(
+                PublicAccessBlockConfiguration::builder()
+                    .block_public_acls(true)
+                    .ignore_public_acls(true)
+                    .block_public_policy(true)
+                    .restrict_public_buckets(true)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| api_error(bucket, "PutPublicAccessBlock", &e))?;
+    }
+    steps.push(SetupStep {
+        setting: PUBLIC_ACCESS_BLOCK,
+        changed: !blocked,
+    });
+    Ok(steps)
+}
+
+/// The once-per-run check of an S3 record store's bucket before the first write.
+#[derive(Debug, Clone)]
+pub struct BucketGuard {
+    settings: S3Settings,
+}
+
+impl BucketGuard {
+    /// A guard on the bucket in `settings`.
+    pub fn new(settings: S3Settings) -> Self {
+        BucketGuard { settings }
+    }
+}
+
+#[async_trait::async_trait]
+impl WriteGuard for BucketGuard {
+    async fn check(&self) -> Result<(), UnsafeRecordStore> {
+        if cut(Mechanism::BucketCheck) {
+            return Ok(());
+        }
+        let store = S3Store::connect(&self.settings).await;
+        match check(store.client(), &self.settings).await {
+            Ok(report) => match report.unsafe_error() {
+                None => Ok(()),
+                Some(e) => Err(e),
+            },
+            Err(e) => Err(UnsafeRecordStore {
+                store: store.describe(),
+                problems: vec![format!(
+                    "the bucket's safety settings could not be read ({e}); the role needs s3:GetBucketVersioning, s3:GetLifecycleConfiguration and s3:GetBucketPublicAccessBlock, or check them with `choudoufu-live bucket check --root DIR`"
+                )],
+            }),
+        }
+    }
+}
+
+static SKIP_WARNED: Once = Once::new();
+
+/// The guard for an S3 store, or none (with a warning, once) when `skip_bucket_checks` is set.
+pub fn guard_for_s3(settings: &S3Settings) -> Option<BucketGuard> {
+    if settings.skip_bucket_checks {
+        SKIP_WARNED.call_once(|| {
+            tracing::warn!(
+                bucket = %settings.bucket,
+                "skip_bucket_checks = true: the record store bucket is NOT checked for versioning, noncurrent-version expiry and public access block; records (which may hold secrets) can be lost or exposed. Run `choudoufu-live bucket setup` and remove the setting."
+            );
+        });
+        None
+    } else {
+        Some(BucketGuard::new(settings.clone()))
+    }
+}

@@ -1,0 +1,345 @@
+//! The S3 record store: `PutObject` with `If-None-Match: *` / `If-Match`, `DeleteObject` with `If-Match`.
+//!
+//! `bucket` holds the bucket's safety: the settings checked before a run's first write, and
+//! `bucket setup`.
+
+pub mod bucket;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_s3::Client;
+use aws_sdk_s3::config::{Region, RequestChecksumCalculation, ResponseChecksumValidation};
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::types::ServerSideEncryption;
+
+use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
+use super::{
+    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, WriteOutcome, http, key,
+    traced,
+};
+use crate::cut::{Mechanism, cut};
+
+/// How many tries one store call gets (the SDK's standard retry, with backoff).
+pub const MAX_ATTEMPTS: u32 = 8;
+/// How long one try may take before it is abandoned and tried again.
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Environment variable that sets the per-try timeout in milliseconds.
+pub const ATTEMPT_TIMEOUT_ENV: &str = "CHOUDOUFU_S3_ATTEMPT_TIMEOUT_MS";
+
+/// How often a write answered 409 `ConditionalRequestConflict` is tried again.
+const CONFLICT_RETRIES: u32 = 6;
+
+/// Settings of an S3 (or S3-compatible) record store.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct S3Settings {
+    /// The bucket.
+    pub bucket: String,
+    /// The region; the standard chain's region, else `us-east-1`.
+    pub region: Option<String>,
+    /// A custom endpoint for S3-compatible stores.
+    pub endpoint: Option<String>,
+    /// Path-style addressing; defaults to true when an endpoint is set.
+    pub use_path_style: Option<bool>,
+    /// A KMS key for server-side encryption (`aws:kms`); without it records use `AES256`.
+    pub kms_key_id: Option<String>,
+    /// Skip the bucket safety check before the first write (unsafe; logs a warning).
+    pub skip_bucket_checks: bool,
+}
+
+impl S3Settings {
+    /// The settings of `record_store "s3"` from any source.
+    pub fn from_source(source: &dyn SettingsSource) -> Result<Self, SettingError> {
+        let r = Reader::new(
+            source,
+            StoreKind::S3,
+            &[
+                "bucket",
+                "region",
+                "endpoint",
+                "use_path_style",
+                "kms_key_id",
+                "skip_bucket_checks",
+            ],
+        )?;
+        Ok(S3Settings {
+            bucket: r.required("bucket", "my-records-bucket")?,
+            region: r.string("region")?,
+            endpoint: r.string("endpoint")?,
+            use_path_style: r.boolean("use_path_style")?,
+            kms_key_id: r.string("kms_key_id")?,
+            skip_bucket_checks: r.boolean("skip_bucket_checks")?.unwrap_or(false),
+        })
+    }
+}
+
+/// Records in an S3 bucket.
+#[derive(Debug, Clone)]
+pub struct S3Store {
+    client: Client,
+    bucket: String,
+    kms_key_id: Option<String>,
+    page_size: i32,
+}
+
+impl S3Store {
+    /// A store on the bucket in `settings`, with credentials from the standard chain.
+    pub async fn connect(settings: &S3Settings) -> Self {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(region) = &settings.region {
+            loader = loader.region(Region::new(region.clone()));
+        }
+        let shared = loader.load().await;
+        let attempt_timeout = std::env::var(ATTEMPT_TIMEOUT_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(DEFAULT_ATTEMPT_TIMEOUT, Duration::from_millis);
+        let mut builder = aws_sdk_s3::config::Builder::from(&shared)
+            .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
+            .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+            .retry_config(
+                aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS),
+            )
+            .timeout_config(
+                aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+                    .operation_attempt_timeout(attempt_timeout)
+                    .build(),
+            );
+        if shared.region().is_none() {
+            builder = builder.region(Region::new("us-east-1"));
+        }
+        if let Some(endpoint) = &settings.endpoint {
+            builder = builder.endpoint_url(endpoint);
+        }
+        let path_style = settings
+            .use_path_style
+            .unwrap_or(settings.endpoint.is_some());
+        builder = builder.force_path_style(path_style);
+        S3Store {
+            client: Client::from_conf(builder.build()),
+            bucket: settings.bucket.clone(),
+            kms_key_id: settings.kms_key_id.clone(),
+            page_size: 1000,
+        }
+    }
+
+    /// The same store with another listing page size (at most 1000).
+    pub fn with_page_size(mut self, page_size: i32) -> Self {
+        self.page_size = page_size.clamp(1, 1000);
+        self
+    }
+
+    /// The SDK client, for bucket administration.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The bucket name.
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    fn fail<E>(&self, op: &'static str, key: &str, err: SdkError<E>) -> StoreError
+    where
+        E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
+    {
+        let message = format!("{}", DisplayErrorContext(&err));
+        StoreError::new(self.describe(), op, key, err).with_message(message)
+    }
+
+    async fn head_version(&self, key: &str) -> Result<Option<Version>, StoreError> {
+        match self
+            .client
+            .head_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(out.e_tag.map(|t| Version {
+                token: t,
+                version_id: out.version_id,
+            })),
+            Err(e) if status(&e) == Some(404) => Ok(None),
+            Err(e) => Err(self.fail("head", key, e)),
+        }
+    }
+
+    async fn put_object(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome<Version>, StoreError> {
+        let op = precondition.op();
+        let mut attempt = 0;
+        loop {
+            let mut req = self
+                .client
+                .put_object()
+                .bucket(&self.bucket)
+                .key(key)
+                .content_type("application/json")
+                .body(ByteStream::from(bytes.to_vec()));
+            if let Some(estate) = key::estate_of(key) {
+                req = req.tagging(format!("tofu-estate={}", urlencode(estate)));
+            }
+            req = match &self.kms_key_id {
+                Some(kms) => req
+                    .server_side_encryption(ServerSideEncryption::AwsKms)
+                    .ssekms_key_id(kms),
+                None => req.server_side_encryption(ServerSideEncryption::Aes256),
+            };
+            req = match precondition {
+                _ if cut(Mechanism::Conditions) => req,
+                Precondition::Absent => req.if_none_match("*"),
+                Precondition::Matches(v) => req.if_match(&v.token),
+            };
+            match req.send().await {
+                Ok(out) => {
+                    let version = match out.e_tag {
+                        Some(token) => Version {
+                            token,
+                            version_id: out.version_id,
+                        },
+                        None => self.head_version(key).await?.ok_or_else(|| {
+                            StoreError::new(
+                                self.describe(),
+                                op,
+                                key,
+                                "the write landed but the record has no version (it vanished at once)",
+                            )
+                        })?,
+                    };
+                    return Ok(WriteOutcome::Written(version));
+                }
+                Err(e) => match status(&e) {
+                    Some(412) | Some(404) => {
+                        return Ok(WriteOutcome::Conflict(precondition.conflict(None)));
+                    }
+                    Some(409) if attempt < CONFLICT_RETRIES => {
+                        attempt += 1;
+                        traced::attempt(attempt + 1);
+                        http::backoff(attempt, 20).await;
+                    }
+                    _ => return Err(self.fail(op, key, e)),
+                },
+            }
+        }
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+fn status<E>(err: &SdkError<E>) -> Option<u16> {
+    err.raw_response().map(|r| r.status().as_u16())
+}
+
+#[async_trait]
+impl RecordStore for S3Store {
+    fn describe(&self) -> String {
+        format!("s3://{}", self.bucket)
+    }
+
+    fn kind(&self) -> StoreKind {
+        StoreKind::S3
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if status(&e) == Some(404) => return Ok(None),
+            Err(e) => return Err(self.fail("get", key, e)),
+        };
+        let token = out.e_tag.clone().unwrap_or_default();
+        let version_id = out.version_id.clone();
+        let bytes = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| StoreError::new(self.describe(), "get", key, e))?
+            .into_bytes()
+            .to_vec();
+        Ok(Some(Stored {
+            bytes,
+            version: Version { token, version_id },
+        }))
+    }
+
+    async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
+        let out = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .max_keys(self.page_size)
+            .set_continuation_token(token)
+            .send()
+            .await
+            .map_err(|e| self.fail("list", prefix, e))?;
+        let items = out
+            .contents
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|o| {
+                Some(Listed {
+                    key: o.key?,
+                    version: Version::new(o.e_tag?),
+                })
+            })
+            .collect();
+        let next = if out.is_truncated == Some(true) {
+            out.next_continuation_token
+        } else {
+            None
+        };
+        Ok(Page { items, next })
+    }
+
+    async fn put(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome<Version>, StoreError> {
+        self.put_object(key, bytes, precondition).await
+    }
+
+    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
+        let mut attempt = 0;
+        loop {
+            let mut req = self.client.delete_object().bucket(&self.bucket).key(key);
+            if !cut(Mechanism::Conditions) {
+                req = req.if_match(&expected.token);
+            }
+            let result = req.send().await;
+            match result {
+                Ok(_) => return Ok(WriteOutcome::Written(())),
+                Err(e) => match status(&e) {
+                    Some(412) | Some(404) => {
+                        let found = self.head_version(key).await?;
+                        return Ok(WriteOutcome::Conflict(
+                            Precondition::Matches(expected.clone()).conflict(found),
+                        ));
+                    }
+                    Some(409) if attempt < CONFLICT_RETRIES => {
+                        attempt += 1;
+                        traced::attempt(attempt + 1);
+                        http::backoff(attempt, 20).await;
+                    }
+                    _ => return Err(self.fail("delete", key, e)),
+                },
+            }
+        }
+    }
+}
