@@ -36,6 +36,7 @@ bench:
 	scripts/bench
 
 lint:
+	scripts/check-layers
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --all-targets -- -D warnings
 

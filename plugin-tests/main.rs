@@ -13,16 +13,20 @@ use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 
+#[path = "../tests/common/state.rs"]
+mod state;
+
 fn doc(resources: &[(&str, &str)]) -> Vec<u8> {
-    let rs: Vec<Value> = resources
+    let rs = resources
         .iter()
-        .map(|(n, i)| json!({
-            "mode": "managed", "type": "terraform_data", "name": n,
-            "provider": "provider[\"terraform.io/builtin/terraform\"]",
-            "instances": [{"schema_version": 0, "attributes": {"id": format!("id-{n}"), "input": {"value": i, "type": "string"}}, "sensitive_attributes": []}]
-        }))
+        .map(|(n, v)| {
+            state::terraform_data(
+                n,
+                json!({"id": format!("id-{n}"), "input": state::input(v)}),
+            )
+        })
         .collect();
-    serde_json::to_vec(&json!({"version": 4, "terraform_version": "1.15.0", "serial": 1, "lineage": "l", "outputs": {}, "resources": rs})).unwrap()
+    state::document("1.15.0", "l", rs)
 }
 
 fn config_msgpack(estate: &str, path: &str) -> pb::DynamicValue {

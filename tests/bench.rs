@@ -207,11 +207,17 @@ async fn b2(rows: &mut Vec<Value>, n: usize) {
 }
 
 fn doc(n: usize) -> Vec<u8> {
-    let rs: Vec<Value> = (0..n)
-        .map(|i| json!({"mode": "managed", "type": "terraform_data", "name": format!("r{i}"), "provider": "provider[\"terraform.io/builtin/terraform\"]",
-            "instances": [{"schema_version": 0, "attributes": {"id": format!("id-{i}"), "input": {"value": format!("value-{i}"), "type": "string"}, "output": {"value": format!("value-{i}"), "type": "string"}, "triggers_replace": null}, "sensitive_attributes": []}]}))
+    use common::state::{document, input, terraform_data};
+    let rs = (0..n)
+        .map(|i| {
+            let v = format!("value-{i}");
+            terraform_data(
+                &format!("r{i}"),
+                json!({"id": format!("id-{i}"), "input": input(&v), "output": input(&v), "triggers_replace": null}),
+            )
+        })
         .collect();
-    serde_json::to_vec(&json!({"version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "l", "outputs": {}, "resources": rs})).unwrap()
+    document("1.11.4", "l", rs)
 }
 
 /// B3: time to serve the state of an estate of n records (cold), against stock's single GET.

@@ -14,7 +14,6 @@ use choudoufu_live::engine::session::{RunInfo, Session};
 use choudoufu_live::store::s3::S3Store;
 use choudoufu_live::store::{DynStore, Precondition, WriteOutcome, list_all, put_conditional};
 use futures::StreamExt;
-use serde_json::{Value, json};
 
 async fn through_proxy(
     tag: &str,
@@ -118,12 +117,7 @@ async fn conditional_writes_survive_faults_and_lost_answers() {
 }
 
 fn doc(values: &BTreeMap<String, String>) -> Vec<u8> {
-    let rs: Vec<Value> = values
-        .iter()
-        .map(|(n, v)| json!({"mode": "managed", "type": "terraform_data", "name": n, "provider": "provider[\"terraform.io/builtin/terraform\"]",
-            "instances": [{"schema_version": 0, "attributes": {"id": n, "input": {"value": v, "type": "string"}}}]}))
-        .collect();
-    serde_json::to_vec(&json!({"version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "l", "outputs": {}, "resources": rs})).unwrap()
+    common::state::doc_of("l", values)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -13,16 +13,11 @@ use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::{RunInfo, Session};
 use common::{Fixture, Kind};
-use serde_json::{Value, json};
+
 use tokio::sync::Mutex;
 
 fn doc(values: &BTreeMap<String, String>) -> Vec<u8> {
-    let rs: Vec<Value> = values
-        .iter()
-        .map(|(n, v)| json!({"mode": "managed", "type": "terraform_data", "name": n, "provider": "provider[\"terraform.io/builtin/terraform\"]",
-            "instances": [{"schema_version": 0, "attributes": {"id": n, "input": {"value": v, "type": "string"}}}]}))
-        .collect();
-    serde_json::to_vec(&json!({"version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "l", "outputs": {}, "resources": rs})).unwrap()
+    common::state::doc_of("l", values)
 }
 
 fn values_of(s: &choudoufu_live::engine::session::Snapshot) -> BTreeMap<String, (String, String)> {

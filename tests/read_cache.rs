@@ -15,11 +15,18 @@ use choudoufu_live::store::s3::S3Store;
 use serde_json::{Value, json};
 
 fn doc(n: usize, changed: &str) -> Vec<u8> {
-    let rs: Vec<Value> = (0..n)
-        .map(|i| json!({"mode": "managed", "type": "terraform_data", "name": format!("r{i}"), "provider": "p",
-            "instances": [{"schema_version": 0, "attributes": {"id": i, "input": if i == 0 { changed.to_string() } else { format!("v{i}") }}}]}))
+    use common::state::{document, terraform_data};
+    let rs = (0..n)
+        .map(|i| {
+            let input = if i == 0 {
+                changed.to_string()
+            } else {
+                format!("v{i}")
+            };
+            terraform_data(&format!("r{i}"), json!({"id": i, "input": input}))
+        })
         .collect();
-    serde_json::to_vec(&json!({"version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "l", "outputs": {}, "resources": rs})).unwrap()
+    document("1.11.4", "l", rs)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

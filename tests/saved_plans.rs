@@ -9,7 +9,7 @@ use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::{Pin, RunInfo, Session};
 use common::tf::{Records, Root, text, turn};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 async fn records(kind: &str) -> Records {
     match kind {
@@ -290,12 +290,7 @@ both_stores!(
 );
 
 fn doc(resources: &[(&str, &str)]) -> Vec<u8> {
-    let rs: Vec<Value> = resources
-        .iter()
-        .map(|(n, i)| json!({"mode": "managed", "type": "terraform_data", "name": n, "provider": "provider[\"terraform.io/builtin/terraform\"]",
-            "instances": [{"schema_version": 0, "attributes": {"id": n, "input": {"value": i, "type": "string"}}}]}))
-        .collect();
-    serde_json::to_vec(&json!({"version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "l", "outputs": {}, "resources": rs})).unwrap()
+    common::state::doc("l", resources)
 }
 
 /// Under a saved plan, a record the plan does not change but a refresh updated is written only if

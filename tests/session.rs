@@ -25,17 +25,8 @@ fn run() -> RunInfo {
     })
 }
 
-fn resource(name: &str, input: &str) -> Value {
-    json!({
-        "mode": "managed", "type": "terraform_data", "name": name,
-        "provider": "provider[\"terraform.io/builtin/terraform\"]",
-        "instances": [{"schema_version": 0, "attributes": {"id": format!("id-{name}"), "input": {"value": input, "type": "string"}}, "sensitive_attributes": []}]
-    })
-}
-
 fn doc(resources: &[(&str, &str)]) -> Vec<u8> {
-    let rs: Vec<Value> = resources.iter().map(|(n, i)| resource(n, i)).collect();
-    serde_json::to_vec(&json!({"version": 4, "terraform_version": "1.11.4", "serial": 1, "lineage": "l-1", "outputs": {}, "resources": rs})).unwrap()
+    common::state::doc("l-1", resources)
 }
 
 async fn open(store: &DynStore, estate: &str) -> Session {

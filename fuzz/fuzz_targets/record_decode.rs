@@ -8,7 +8,7 @@ fuzz_target!(|data: &[u8]| {
     let layout = Layout::new(estate);
     if let Ok(record) = choudoufu_live::engine::record::Record::decode("tofu-records/fuzz/r/x", data, &layout) {
         let _ = record.content_digest();
-        let _ = choudoufu_live::engine::session::item_of(&record);
+        let _ = record.encode();
     }
     let _ = choudoufu_live::engine::record::EstateMeta::decode("tofu-records/fuzz/_estate", data, &layout);
 });

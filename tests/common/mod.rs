@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod fault_proxy;
+pub mod state;
 pub mod tf;
 
 use std::sync::Arc;
