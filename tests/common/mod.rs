@@ -97,6 +97,7 @@ pub fn azure_settings(container: &str) -> AzureSettings {
         ),
         sas_token: None,
         connection_string: None,
+        skip_bucket_checks: false,
     }
 }
 
@@ -167,6 +168,7 @@ pub fn gcs_settings(bucket: &str) -> GcsSettings {
         endpoint: Some(loopback_var("CHOUDOUFU_TEST_GCS_ENDPOINT")),
         credentials: None,
         skip_credentials: true,
+        skip_bucket_checks: false,
     }
 }
 
