@@ -39,6 +39,7 @@ pub enum RecordsCommand {
     },
     /// Put an older version of one record back, conditionally on the version now current.
     #[command(
+        disable_version_flag = true,
         long_about = "Put an older version of one record back as its new current version.\n\nThe write is one conditional request on the version that is current when the restore reads it (If-Match; If-None-Match: * when the record is deleted now): if another run writes the record in between, the restore is refused by name (RecordConflictError, exit 4) and nothing is overwritten. No other record is touched.\n\nIt prints what it replaces, the attributes that change (sensitive values masked), and what the next plan should be expected to show: terraform refreshes the restored record against the real object. --dry-run prints the same and writes nothing.\n\nExit status: 0 restored (or nothing to do), 1 no such version or a store that keeps no history, 4 refused because the record changed."
     )]
     Restore {
@@ -210,5 +211,15 @@ async fn show(root: &Path, address: &str) -> Result<i32, CliError> {
             );
             Ok(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        crate::cli::Cli::command().debug_assert();
     }
 }

@@ -97,6 +97,11 @@ fn op_of(seen: &Seen, older: Option<&ObjectVersion>, history: &History) -> Op {
     }
 }
 
+/// A version as the tables show it: its version id where the store gives one, else its token.
+fn shown_version(v: &Version) -> String {
+    v.version_id.clone().unwrap_or_else(|| v.to_string())
+}
+
 /// A time as the tables show it: UTC, to the second.
 fn show_time(t: OffsetDateTime) -> String {
     let t = t.to_offset(time::UtcOffset::UTC);
@@ -183,7 +188,9 @@ fn writer_cells(seen: &Seen) -> [String; 3] {
     match seen {
         Seen::Record(r) => [
             r.writer.run_id.clone(),
-            r.program.short(),
+            Some(r.program.short())
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "-".into()),
             r.writer
                 .terraform_version
                 .clone()
@@ -315,6 +322,23 @@ fn differences(current: Option<&Record>, restored: &Record) -> Vec<String> {
     }
     let empty = Value::Null;
     let old = restored.instance().unwrap_or(&empty);
+    if current.is_none() {
+        let sensitive = sensitive_names(old);
+        for (name, value) in old
+            .get("attributes")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+        {
+            let shown = if sensitive.contains(name) {
+                "(sensitive value)".to_string()
+            } else {
+                brief(value)
+            };
+            lines.push(format!("+ attributes.{name}: {shown}"));
+        }
+        return lines;
+    }
     let now = current.and_then(Record::instance).unwrap_or(&empty);
     let mut sensitive = sensitive_names(old);
     sensitive.extend(sensitive_names(now));
@@ -446,13 +470,14 @@ pub async fn restore(
         Some((cur, v)) => {
             if cur.content_digest() == old.content_digest() {
                 println!(
-                    "{address} already holds the content of version {wanted} (current version {v}). Nothing was written."
+                    "{address} already holds the content of version {wanted} (current version {}). Nothing was written.",
+                    shown_version(v)
                 );
                 return Ok(0);
             }
             println!(
                 "replacing the current {}",
-                describe_version(&v.to_string(), cur)
+                describe_version(&shown_version(v), cur)
             );
         }
         None => println!("replacing nothing: the record is deleted now"),
@@ -699,14 +724,24 @@ pub async fn log(root: &Path, since: Option<&str>, pattern: Option<&str>) -> Res
             past,
         ));
     }
-    // Time order; within one key, the store's order (newest first listed: reverse it).
+    // Within one key the store's order is the truth (a delete's store time may be whole
+    // seconds, a write's own stamp is finer): no write of a key is shown before an older one.
+    events.sort_by(|a, b| (&a.1, a.2).cmp(&(&b.1, b.2)));
+    for i in 1..events.len() {
+        if events[i].1 == events[i - 1].1 && events[i].0 < events[i - 1].0 {
+            events[i].0 = events[i - 1].0;
+        }
+    }
+    // Then time order across keys.
     events.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
     println!(
         "writes to estate {} ({}){}{}, oldest first:",
         estate.layout.estate(),
         estate.store.describe(),
         since.map(|s| format!(" since {s}")).unwrap_or_default(),
-        pattern.map(|p| format!(" to {p}")).unwrap_or_default(),
+        pattern
+            .map(|p| format!(" for addresses matching {p}"))
+            .unwrap_or_default(),
     );
     let rows: Vec<Vec<String>> = events
         .iter()
