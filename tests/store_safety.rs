@@ -14,7 +14,7 @@ use choudoufu_live::engine::session::{RunInfo, Session, SessionError};
 use choudoufu_live::store::azure::{AzureSettings, AzureStore, safety as azure_safety};
 use choudoufu_live::store::gcs::{GcsSettings, GcsStore, safety as gcs_safety};
 use choudoufu_live::store::guard::CheckStatus;
-use choudoufu_live::store::{self, DynStore, History, RecordStore, StoreSettings, list_all};
+use choudoufu_live::store::{self, DynStore, History, StoreSettings, list_all};
 use common::tf::text;
 
 fn cli(root: &Path, args: &[&str]) -> Output {

@@ -183,14 +183,19 @@ fn table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
+/// A record's program stamp as the tables show it (`-` when it has none).
+fn program_of(r: &Record) -> String {
+    Some(r.program.short())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "-".into())
+}
+
 /// The writer's columns of a version: run id, program stamp, terraform version.
 fn writer_cells(seen: &Seen) -> [String; 3] {
     match seen {
         Seen::Record(r) => [
             r.writer.run_id.clone(),
-            Some(r.program.short())
-                .filter(|p| !p.is_empty())
-                .unwrap_or_else(|| "-".into()),
+            program_of(r),
             r.writer
                 .terraform_version
                 .clone()
@@ -412,7 +417,7 @@ fn describe_version(version: &str, r: &Record) -> String {
         "version {version} (written {} by run {}, program {}, terraform {})",
         parse_time(&r.writer.written_at).map_or_else(|| r.writer.written_at.clone(), show_time),
         r.writer.run_id,
-        r.program.short(),
+        program_of(r),
         r.writer.terraform_version.as_deref().unwrap_or("-")
     )
 }
