@@ -14,7 +14,7 @@ use choudoufu_live::engine::session::{RunInfo, Session, SessionError};
 use choudoufu_live::store::azure::{AzureSettings, AzureStore, safety as azure_safety};
 use choudoufu_live::store::gcs::{GcsSettings, GcsStore, safety as gcs_safety};
 use choudoufu_live::store::guard::CheckStatus;
-use choudoufu_live::store::{self, DynStore, History, StoreSettings, list_all};
+use choudoufu_live::store::{self, DynStore, History, RecordStore, StoreSettings, list_all};
 use common::tf::text;
 
 fn cli(root: &Path, args: &[&str]) -> Output {
@@ -244,4 +244,28 @@ async fn gcs_bucket_safety_check_setup_and_the_guard_on_the_emulator() {
     let stdout = text(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
     assert_eq!(current_rows(&stdout), 1, "{stdout}");
+}
+
+#[tokio::test]
+async fn azurite_version_listings_page_and_give_each_blob_once() {
+    let (store, settings) = common::azure_store("azpages").await;
+    let store = store.with_page_size(2);
+    for k in ["a", "b", "c", "d", "e"] {
+        let key = format!("tofu-records/azp/r/{k}");
+        store.create(&key, k.as_bytes()).await.unwrap();
+    }
+    let listing = store.list_versions("tofu-records/azp/r/").await.unwrap();
+    let keys: Vec<&str> = listing.versions.iter().map(|v| v.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        ["a", "b", "c", "d", "e"].map(|k| format!("tofu-records/azp/r/{k}"))
+    );
+    assert!(
+        listing
+            .versions
+            .iter()
+            .all(|v| v.latest && v.version_id.is_none())
+    );
+    assert!(listing.versions.iter().all(|v| v.modified.is_some()));
+    let _ = settings;
 }

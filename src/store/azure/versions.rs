@@ -98,6 +98,13 @@ pub(super) async fn list(store: &AzureStore, prefix: &str) -> Result<VersionList
         let page = page(store, prefix, marker.as_deref()).await?;
         blobs.extend(page.blobs.blob);
         match page.next_marker.filter(|m| !m.is_empty()) {
+            Some(m) if marker.as_deref() == Some(m.as_str()) => {
+                return Err(store.fail(
+                    "list_versions",
+                    prefix,
+                    format!("the service gave marker {m:?} twice; the listing does not advance"),
+                ));
+            }
             Some(m) => marker = Some(m),
             None => break,
         }

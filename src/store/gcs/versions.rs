@@ -98,6 +98,15 @@ pub(super) async fn list(store: &GcsStore, prefix: &str) -> Result<VersionListin
             .map_err(|e| store.fail("list_versions", prefix, e))?;
         all.extend(page.items);
         match page.next_page_token.filter(|t| !t.is_empty()) {
+            Some(t) if token.as_deref() == Some(t.as_str()) => {
+                return Err(store.fail(
+                    "list_versions",
+                    prefix,
+                    format!(
+                        "the service gave page token {t:?} twice; the listing does not advance"
+                    ),
+                ));
+            }
             Some(t) => token = Some(t),
             None => break,
         }

@@ -22,6 +22,7 @@ fn time_of(t: Option<&aws_smithy_types::DateTime>) -> Option<OffsetDateTime> {
 pub(super) async fn list(store: &S3Store, prefix: &str) -> Result<VersionListing, StoreError> {
     let mut versions = Vec::new();
     let (mut key_marker, mut id_marker): (Option<String>, Option<String>) = (None, None);
+    let mut seen = std::collections::HashSet::new();
     loop {
         let out = store
             .client
@@ -66,6 +67,18 @@ pub(super) async fn list(store: &S3Store, prefix: &str) -> Result<VersionListing
             out.next_version_id_marker,
         ) {
             (true, Some(k), v) => {
+                // A store that answers the same markers again would page forever.
+                if seen.contains(&(k.clone(), v.clone())) {
+                    return Err(StoreError::new(
+                        store.describe(),
+                        "list_versions",
+                        prefix,
+                        format!(
+                            "the store gave the page after key {k:?} twice; the listing does not advance"
+                        ),
+                    ));
+                }
+                seen.insert((k.clone(), v.clone()));
                 key_marker = Some(k);
                 id_marker = v;
             }
