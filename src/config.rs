@@ -1,4 +1,7 @@
-//! The root's `live` block: in `terraform {}` of a `.tf` file (choudoufu), or at the top of `live.hcl`.
+//! The root's `live` block: in `terraform {}` of a `.tf` file (choudoufu), or at the top of `live.hcl`;
+//! and the root's backend block as `run` needs it ([`migration`]: leaving for another backend).
+
+pub mod migration;
 
 use std::path::{Path, PathBuf};
 
@@ -49,6 +52,29 @@ pub enum ConfigError {
         at: String,
         /// What is wrong and what to write instead.
         message: String,
+    },
+    /// The root's backend block is of another type than `http`.
+    #[error(
+        "{at}: backend {kind:?}: `choudoufu-live run` serves the state itself; replace it with backend \"http\" {{}}"
+    )]
+    NotHttpBackend {
+        /// `file:line` of the block.
+        at: String,
+        /// Its type, e.g. `local`.
+        kind: String,
+    },
+    /// The root's backend block left http, and terraform's working folder still uses http:
+    /// a migration out of the records, which only `init -migrate-state` makes.
+    #[error(
+        "{at}: backend {kind:?}: `choudoufu-live run` serves the state over backend \"http\", and this root's {stored} still names backend \"http\". To move the estate's state to backend {kind:?}, run `choudoufu-live run -- terraform init -migrate-state` (the records stay in the store); to keep using the records, put back backend \"http\" {{}}"
+    )]
+    LeaveWithInit {
+        /// `file:line` of the new backend block (the root's folder when there is none).
+        at: String,
+        /// The new backend's type (`local` when the block was removed).
+        kind: String,
+        /// terraform's stored backend file, e.g. `.terraform/terraform.tfstate`.
+        stored: String,
     },
     /// The root has no `backend "http" {}` for `run` to point at its server.
     #[error(
@@ -232,12 +258,10 @@ pub fn check_http_backend(root: &Path) -> Result<(), ConfigError> {
                     None => String::new(),
                 };
                 if kind != "http" {
-                    return Err(ctx.invalid(
-                        backend.span(),
-                        format!(
-                            "backend {kind:?}: `choudoufu-live run` serves the state itself; replace it with backend \"http\" {{}}"
-                        ),
-                    ));
+                    return Err(ConfigError::NotHttpBackend {
+                        at: at(&file, &text, backend.span()),
+                        kind,
+                    });
                 }
                 for attr in ["address", "lock_address", "unlock_address"] {
                     if let Some(a) = backend.body.get_attribute(attr) {

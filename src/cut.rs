@@ -51,6 +51,10 @@ pub enum Mechanism {
     ClientPinning,
     /// Listing live objects by their markers.
     Listing,
+    /// `records restore` writing on the version it read as current, never retrying on a newer one.
+    RestoreCondition,
+    /// `run` serving the records as the old backend of `init -migrate-state` away from http.
+    MigrateOut,
 }
 
 impl Mechanism {
@@ -73,6 +77,8 @@ impl Mechanism {
         Mechanism::PolicyScope,
         Mechanism::ClientPinning,
         Mechanism::Listing,
+        Mechanism::RestoreCondition,
+        Mechanism::MigrateOut,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -95,6 +101,8 @@ impl Mechanism {
             Mechanism::PolicyScope => "policy-scope",
             Mechanism::ClientPinning => "client-pinning",
             Mechanism::Listing => "listing",
+            Mechanism::RestoreCondition => "restore-condition",
+            Mechanism::MigrateOut => "migrate-out",
         }
     }
 

@@ -163,6 +163,19 @@ fn the_three_sources_agree() {
             kind: "gcs",
             settings: &[("bucket", S("acme")), ("skip_credentials", B(true))],
         },
+        // One setting name turns the safety check off on every kind that has one.
+        Case {
+            kind: "gcs",
+            settings: &[("bucket", S("acme")), ("skip_bucket_checks", B(true))],
+        },
+        Case {
+            kind: "azurerm",
+            settings: &[
+                ("storage_account_name", S("acme")),
+                ("container_name", S("records")),
+                ("skip_bucket_checks", B(true)),
+            ],
+        },
         Case {
             kind: "gcs",
             settings: &[],

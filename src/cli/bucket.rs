@@ -1,4 +1,4 @@
-//! `choudoufu-live bucket check|setup`: the S3 record store bucket's safety settings.
+//! `choudoufu-live bucket check|setup`: the record store's safety settings, for every store kind.
 
 use std::path::Path;
 
@@ -7,78 +7,114 @@ use clap::Subcommand;
 use super::CliError;
 use crate::config::LiveConfig;
 use crate::store::StoreSettings;
-use crate::store::s3::{S3Settings, S3Store, bucket};
+use crate::store::azure::{AzureStore, safety as azure_safety};
+use crate::store::gcs::{GcsStore, safety as gcs_safety};
+use crate::store::guard::{CheckStatus, SafetyReport, SafetyStep, SetupOutcome};
+use crate::store::s3::{S3Store, bucket};
 
-/// Check or apply the record store bucket's safety settings.
+/// Check or apply the record store's safety settings (the bucket or container the live block names).
 #[derive(Debug, Subcommand)]
 pub enum BucketCommand {
-    /// Report versioning, noncurrent-version expiry and public access block; exit 0 when all pass, 1 otherwise.
+    /// Report each safety setting; exit 0 when none fails, 1 otherwise.
+    #[command(
+        long_about = "Report each safety setting of the record store the root's live block names; exit 0 when none fails, 1 otherwise.\n\ns3: versioning, a lifecycle rule expiring noncurrent versions, the public access block.\nazurerm: blob soft delete or versioning, the container's public access, HTTPS; the account's \"allow blob public access\" and \"secure transfer required\" are management-plane settings no data-plane call reads: they are shown as unchecked, with the `az` command that checks them.\ngcs: object versioning, a lifecycle rule deleting noncurrent generations (and none deleting live records), public access prevention, uniform bucket-level access.\nlocal: nothing to check (a folder keeps no versions).\n\nThe same check runs once before each run's first write, which is refused (UnsafeRecordStore) while a setting fails, unless skip_bucket_checks = true."
+    )]
     Check,
-    /// Turn on versioning, add a rule expiring noncurrent versions, and block all public access (idempotent).
+    /// Apply what is missing (idempotent; other lifecycle rules and access policies are kept).
+    #[command(
+        long_about = "Apply the safety settings that are missing, idempotently: settings already right are left alone, the bucket's other lifecycle rules and the container's stored access policies are kept.\n\ns3: turns versioning on, adds a rule expiring noncurrent versions after 90 days, puts a public access block with all four settings on.\nazurerm: turns blob soft delete on (90 days) and makes the container private; versioning, \"allow blob public access\" and \"secure transfer required\" are account (ARM) settings: it prints the `az` command for each.\ngcs: turns object versioning on, adds a rule deleting noncurrent generations after 90 days, enforces public access prevention and uniform bucket-level access (one PATCH).\n\nThen it checks again and exits 0 when none fails, 1 otherwise."
+    )]
     Setup,
-}
-
-/// The S3 settings of the root's live block, or why there are none.
-fn s3_settings(root: &Path) -> Result<S3Settings, CliError> {
-    let config = LiveConfig::load(root)?;
-    match config.store {
-        StoreSettings::S3(s3) => Ok(s3),
-        other => Err(format!(
-            "the live block at {} uses record_store {:?}; bucket checks are for record_store \"s3\"",
-            config.source,
-            other.kind()
-        )
-        .into()),
-    }
 }
 
 /// Run a `bucket` command.
 pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
-    let settings = s3_settings(root)?;
-    let store = S3Store::connect(&settings).await;
-    match cmd {
-        BucketCommand::Check => {
-            let report = bucket::check(store.client(), &settings).await?;
-            print_report(&report);
-            if report.passed() {
-                println!("{}: safe to keep records in.", report.store);
-                Ok(0)
-            } else {
-                println!(
-                    "{}: NOT safe; runs refuse to write here until this is fixed (choudoufu-live bucket setup).",
-                    report.store
-                );
-                Ok(1)
-            }
+    let config = LiveConfig::load(root)?;
+    match (&config.store, cmd) {
+        (StoreSettings::Local(local), _) => {
+            println!(
+                "record_store \"local\" ({}): no bucket settings to check. A local folder keeps no versions: back it up, and keep it private to the users who run terraform.",
+                local.path_from(root).display()
+            );
+            Ok(0)
         }
-        BucketCommand::Setup => {
+        (StoreSettings::S3(settings), BucketCommand::Check) => {
+            let store = S3Store::connect(settings).await;
+            let report = bucket::check(store.client(), settings).await?;
+            Ok(verdict(&report.into(), false))
+        }
+        (StoreSettings::S3(settings), BucketCommand::Setup) => {
+            let store = S3Store::connect(settings).await;
             let steps = bucket::setup(store.client(), &settings.bucket).await?;
-            for step in &steps {
-                let what = if step.changed { "applied" } else { "unchanged" };
-                println!("{what:9}  {}", step.setting);
-            }
-            let report = bucket::check(store.client(), &settings).await?;
-            print_report(&report);
-            if report.passed() {
-                println!("{}: safe to keep records in.", report.store);
-                Ok(0)
-            } else {
-                println!("{}: still NOT safe after setup.", report.store);
-                Ok(1)
+            print_steps(steps.into_iter().map(SafetyStep::from));
+            let report = bucket::check(store.client(), settings).await?;
+            Ok(verdict(&report.into(), true))
+        }
+        (StoreSettings::Azure(settings), BucketCommand::Check) => {
+            let store = AzureStore::connect(settings);
+            Ok(verdict(&azure_safety::check(&store).await?, false))
+        }
+        (StoreSettings::Azure(settings), BucketCommand::Setup) => {
+            let store = AzureStore::connect(settings);
+            print_steps(azure_safety::setup(&store).await?);
+            Ok(verdict(&azure_safety::check(&store).await?, true))
+        }
+        (StoreSettings::Gcs(settings), BucketCommand::Check) => {
+            let store = GcsStore::connect(settings);
+            Ok(verdict(&gcs_safety::check(&store).await?, false))
+        }
+        (StoreSettings::Gcs(settings), BucketCommand::Setup) => {
+            let store = GcsStore::connect(settings);
+            print_steps(gcs_safety::setup(&store).await?);
+            Ok(verdict(&gcs_safety::check(&store).await?, true))
+        }
+    }
+}
+
+fn print_steps(steps: impl IntoIterator<Item = SafetyStep>) {
+    for step in steps {
+        match step.outcome {
+            SetupOutcome::Applied => println!("applied    {}", step.setting),
+            SetupOutcome::Unchanged => println!("unchanged  {}", step.setting),
+            SetupOutcome::Manual(command) => {
+                println!("not set    {}: run `{command}`", step.setting)
             }
         }
     }
 }
 
-fn print_report(report: &bucket::BucketReport) {
+/// Print the report and the verdict; the exit status.
+fn verdict(report: &SafetyReport, after_setup: bool) -> i32 {
     for c in &report.checks {
-        if c.ok {
-            println!("ok    {}: {}", c.setting, c.found);
-        } else {
-            println!(
+        match c.status {
+            CheckStatus::Pass => println!("ok    {}: {}", c.setting, c.found),
+            CheckStatus::Fail => println!(
                 "FAIL  {}: found {}\n      fix: {}",
                 c.setting, c.found, c.fix
-            );
+            ),
+            CheckStatus::Unchecked => println!("??    {}: {}\n      {}", c.setting, c.found, c.fix),
         }
+    }
+    let unchecked = report
+        .checks
+        .iter()
+        .any(|c| c.status == CheckStatus::Unchecked);
+    let note = if unchecked {
+        " (check the ?? settings yourself: no call this program can make reads them)"
+    } else {
+        ""
+    };
+    if report.passed() {
+        println!("{}: safe to keep records in{note}.", report.store);
+        0
+    } else if after_setup {
+        println!("{}: still NOT safe after setup.", report.store);
+        1
+    } else {
+        println!(
+            "{}: NOT safe; runs refuse to write here until this is fixed (choudoufu-live bucket setup).",
+            report.store
+        );
+        1
     }
 }

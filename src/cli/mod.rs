@@ -1,7 +1,8 @@
-//! The command line: `records`, and the commands that grow around it.
+//! The command line: `records`, `run`, `bucket`, `iam`.
 
 pub mod bucket;
 pub mod iam;
+pub mod policy;
 pub mod records;
 
 use std::path::PathBuf;
@@ -33,15 +34,15 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Look at the estate's records.
+    /// Look at the estate's records and their history; restore, export, import.
     #[command(subcommand)]
     Records(records::RecordsCommand),
     /// Run terraform or tofu with the state served from the estate's records.
     Run(crate::frontdoor::http::run::RunArgs),
-    /// Check or set up the S3 record store bucket's safety settings.
+    /// Check or set up the record store's safety settings (s3, azurerm, gcs).
     #[command(subcommand)]
     Bucket(bucket::BucketCommand),
-    /// Print or apply the IAM policy of a role scoped to one estate.
+    /// Print (every kind) or apply (s3) the access policy of a role scoped to one estate.
     #[command(subcommand)]
     Iam(iam::IamCommand),
 }

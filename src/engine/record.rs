@@ -46,6 +46,9 @@ pub struct Writer {
     /// The terraform or tofu version that produced the state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub terraform_version: Option<String>,
+    /// The store version this content was put back from, when `records restore` wrote it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restored_from: Option<String>,
 }
 
 /// One stored record: the state item it holds, whose estate it is, and who last wrote it.

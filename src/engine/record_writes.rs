@@ -123,6 +123,7 @@ fn build(
         run_id: run.run_id.clone(),
         written_at: now_rfc3339(),
         terraform_version: None,
+        restored_from: None,
     };
     match w.kind {
         Kind::Provider => {

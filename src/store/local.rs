@@ -19,7 +19,8 @@ use thiserror::Error;
 
 use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
 use super::{
-    Conflict, Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, WriteOutcome,
+    Conflict, History, Listed, ObjectVersion, Page, Precondition, RecordStore, StoreError, Stored,
+    Version, VersionKind, VersionListing, WriteOutcome,
 };
 use crate::cut::{Mechanism, cut};
 
@@ -113,7 +114,16 @@ pub enum LocalError {
     /// The blocking task that did the file work did not finish.
     #[error("the file task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
+    /// An old version was asked for: a local folder keeps only each record's current file.
+    #[error("{NO_HISTORY}; there is no version {version_id:?} to read")]
+    NoHistory {
+        /// The version asked for.
+        version_id: String,
+    },
 }
+
+/// What a local folder keeps of a record's past, as `records history` and `log` say it.
+pub const NO_HISTORY: &str = "a local folder keeps no history: only each record's current file (back the folder up, or use an s3, azurerm or gcs store with versioning for history and restore)";
 
 /// Records in a local folder.
 #[derive(Debug, Clone)]
@@ -512,5 +522,56 @@ impl RecordStore for LocalStore {
             Ok(()) => WriteOutcome::Written(()),
             Err(conflict) => WriteOutcome::Conflict(conflict),
         })
+    }
+
+    /// The current file of each key only, with its modification time and size: no history.
+    async fn list_versions(&self, prefix: &str) -> Result<VersionListing, StoreError> {
+        let mut files = Vec::new();
+        let mut token = None;
+        loop {
+            let page = self.list_page(prefix, token).await?;
+            for item in page.items {
+                let path = self
+                    .path_of(&item.key)
+                    .map_err(self.fail("list_versions", prefix))?;
+                files.push((item.key, path));
+            }
+            match page.next {
+                Some(t) => token = Some(t),
+                None => break,
+            }
+        }
+        let versions = self
+            .blocking("list_versions", prefix, move || {
+                let mut versions = Vec::new();
+                for (key, path) in files {
+                    let meta = match fs::metadata(&path) {
+                        Ok(m) => m,
+                        // Deleted since it was listed.
+                        Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                        Err(e) => return Err(io("stat", &path)(e)),
+                    };
+                    versions.push(ObjectVersion {
+                        key,
+                        version_id: None,
+                        modified: meta.modified().ok().map(time::OffsetDateTime::from),
+                        latest: true,
+                        kind: VersionKind::Content { size: meta.len() },
+                    });
+                }
+                Ok(versions)
+            })
+            .await?;
+        Ok(VersionListing {
+            versions,
+            history: History::CurrentOnly(NO_HISTORY.to_string()),
+        })
+    }
+
+    /// Always refused: a local folder keeps no old versions.
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError> {
+        Err(self.fail("get_version", key)(LocalError::NoHistory {
+            version_id: version_id.to_string(),
+        }))
     }
 }

@@ -16,6 +16,7 @@ pub mod local;
 pub mod s3;
 pub mod settings;
 pub mod traced;
+pub mod versions;
 
 use std::fmt;
 use std::path::Path;
@@ -28,6 +29,7 @@ use crate::cut::{Mechanism, cut};
 pub use error::StoreError;
 pub use guard::{UnsafeRecordStore, WriteGuard, guard_for};
 pub use settings::{SettingError, SettingsSource, StoreKind, StoreSettings};
+pub use versions::{History, ObjectVersion, VersionKind, VersionListing};
 
 /// The store's token for one record's content (S3 ETag and version ID; local content hash).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -164,6 +166,16 @@ pub trait RecordStore: Send + Sync + fmt::Debug {
 
     /// Delete the record at `key` only if its version is still `expected` (`If-Match`).
     async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError>;
+
+    // The object-version API (records history, restore, log): additive, read-only.
+
+    /// Every stored version of the keys under `prefix` (all pages), each key's newest first,
+    /// and whether the store keeps old versions at all ([`History`]).
+    async fn list_versions(&self, prefix: &str) -> Result<VersionListing, StoreError>;
+
+    /// The bytes of one stored version of `key` (its `version_id` from [`RecordStore::list_versions`]);
+    /// `None` when that version is gone or is a delete.
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError>;
 
     /// Write `bytes` at `key` only if no record is there (`If-None-Match: *`).
     async fn create(&self, key: &str, bytes: &[u8]) -> Result<WriteOutcome<Version>, StoreError> {

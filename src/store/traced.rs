@@ -10,7 +10,7 @@ use tracing::field::{Empty, display};
 
 use super::{
     DynStore, Page, Precondition, RecordStore, StoreError, StoreKind, Stored, Version,
-    WriteOutcome, key,
+    VersionListing, WriteOutcome, key,
 };
 use crate::telemetry::{self, elapsed_ms};
 
@@ -239,6 +239,49 @@ impl RecordStore for Traced {
         telemetry::metrics().store_call(self.kind().as_str(), "delete", outcome, ms);
         result
     }
+
+    async fn list_versions(&self, prefix: &str) -> Result<VersionListing, StoreError> {
+        let span = call_span(self.kind(), "list_versions", prefix);
+        let started = Instant::now();
+        let result = self
+            .inner
+            .list_versions(prefix)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &result {
+            Ok(listing) => {
+                span.record("records", listing.versions.len());
+                "read"
+            }
+            Err(_) => "error",
+        };
+        let ms = finish(&span, outcome, started);
+        telemetry::metrics().store_call(self.kind().as_str(), "list_versions", outcome, ms);
+        result
+    }
+
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError> {
+        let span = call_span(self.kind(), "get_version", key);
+        let started = Instant::now();
+        let result = self
+            .inner
+            .get_version(key, version_id)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &result {
+            Ok(Some(stored)) => {
+                span.record("bytes", stored.bytes.len());
+                span.record("version", version_id);
+                telemetry::metrics().bytes_read(stored.bytes.len());
+                "read"
+            }
+            Ok(None) => "absent",
+            Err(_) => "error",
+        };
+        let ms = finish(&span, outcome, started);
+        telemetry::metrics().store_call(self.kind().as_str(), "get_version", outcome, ms);
+        result
+    }
 }
 
 #[cfg(test)]
@@ -281,6 +324,15 @@ mod tests {
         }
         async fn delete(&self, _k: &str, _v: &Version) -> Result<WriteOutcome<()>, StoreError> {
             Ok(WriteOutcome::Written(()))
+        }
+        async fn list_versions(&self, _p: &str) -> Result<VersionListing, StoreError> {
+            Ok(VersionListing {
+                versions: vec![],
+                history: crate::store::History::Kept,
+            })
+        }
+        async fn get_version(&self, _k: &str, _v: &str) -> Result<Option<Stored>, StoreError> {
+            Ok(None)
         }
     }
 

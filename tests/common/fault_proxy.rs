@@ -247,3 +247,50 @@ async fn serve(
     }
     Ok(())
 }
+
+/// A proxy that forwards every request as it is, but holds the first PUT until released.
+pub struct Gated {
+    pub endpoint: String,
+    /// Notified when the first PUT arrived and is held.
+    pub held: Arc<tokio::sync::Notify>,
+    /// Notify to let the held PUT go on to the store.
+    pub release: Arc<tokio::sync::Notify>,
+}
+
+/// Start a gated proxy in front of `upstream` (host:port).
+pub async fn start_gated(upstream: String) -> Gated {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let held = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let (h, r) = (held.clone(), release.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let (upstream, h, r, first) = (upstream.clone(), h.clone(), r.clone(), first.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                while let Ok(Some(request)) = read_request(&mut sock, &mut buf).await {
+                    if request.starts_with(b"PUT ") && first.swap(false, Ordering::SeqCst) {
+                        h.notify_one();
+                        r.notified().await;
+                    }
+                    let Ok(answer) = forward(&upstream, &request).await else {
+                        return;
+                    };
+                    if sock.write_all(&keep_alive(answer)).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    Gated {
+        endpoint,
+        held,
+        release,
+    }
+}

@@ -97,6 +97,7 @@ pub fn azure_settings(container: &str) -> AzureSettings {
         ),
         sas_token: None,
         connection_string: None,
+        skip_bucket_checks: false,
     }
 }
 
@@ -121,8 +122,13 @@ fn hmac_sha256(key: &[u8], msg: &[u8]) -> Vec<u8> {
         .to_vec()
 }
 
-/// Create a container on azurite (Create Container, signed with Shared Key): test setup only.
+/// Create a private container on azurite (Create Container, signed with Shared Key): test setup only.
 pub async fn create_container(settings: &AzureSettings) {
+    create_container_with_access(settings, None).await
+}
+
+/// Create a container on azurite with a public access level (`container`, `blob`) or none.
+pub async fn create_container_with_access(settings: &AzureSettings, public: Option<&str>) {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD;
     let account = settings.storage_account_name.clone().unwrap();
@@ -131,13 +137,19 @@ pub async fn create_container(settings: &AzureSettings) {
     let path = url::Url::parse(&url).unwrap().path().to_string();
     let date = httpdate::fmt_http_date(std::time::SystemTime::now());
     let version = "2021-08-06";
+    let access = public
+        .map(|p| format!("x-ms-blob-public-access:{p}\n"))
+        .unwrap_or_default();
     let to_sign = format!(
-        "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:{version}\n/{account}{path}\nrestype:container"
+        "PUT\n\n\n\n\n\n\n\n\n\n\n\n{access}x-ms-date:{date}\nx-ms-version:{version}\n/{account}{path}\nrestype:container"
     );
     let key = b64.decode(settings.access_key.as_ref().unwrap()).unwrap();
     let sig = b64.encode(hmac_sha256(&key, to_sign.as_bytes()));
-    let response = reqwest::Client::new()
-        .put(&url)
+    let mut request = reqwest::Client::new().put(&url);
+    if let Some(p) = public {
+        request = request.header("x-ms-blob-public-access", p);
+    }
+    let response = request
         .header("x-ms-date", date)
         .header("x-ms-version", version)
         .header("Content-Length", "0")
@@ -153,11 +165,16 @@ pub async fn create_container(settings: &AzureSettings) {
     );
 }
 
-/// A fresh container on azurite and a store on it.
+/// A fresh container on azurite and a store on it, made safe as far as azurite can show
+/// (blob soft delete, a private container), so a run's write guard passes as on S3.
 pub async fn azure_store(tag: &str) -> (AzureStore, AzureSettings) {
     let settings = azure_settings(&unique_bucket(tag));
     create_container(&settings).await;
-    (AzureStore::connect(&settings), settings)
+    let store = AzureStore::connect(&settings);
+    choudoufu_live::store::azure::safety::setup(&store)
+        .await
+        .expect("safety setup on azurite");
+    (store, settings)
 }
 
 /// GCS settings for `bucket` on gcp-storage-emulator (no credentials).
@@ -167,11 +184,22 @@ pub fn gcs_settings(bucket: &str) -> GcsSettings {
         endpoint: Some(loopback_var("CHOUDOUFU_TEST_GCS_ENDPOINT")),
         credentials: None,
         skip_credentials: true,
+        skip_bucket_checks: false,
     }
 }
 
-/// A fresh bucket on gcp-storage-emulator and a store on it.
+/// A fresh bucket on gcp-storage-emulator and a store on it, with the bucket safety settings on
+/// (the emulator stores them), so a run's write guard passes as on S3.
 pub async fn gcs_store(tag: &str) -> (GcsStore, GcsSettings) {
+    let (store, settings) = gcs_bucket_unsafe(tag).await;
+    choudoufu_live::store::gcs::safety::setup(&store)
+        .await
+        .expect("safety setup on gcp-storage-emulator");
+    (store, settings)
+}
+
+/// A fresh bucket on gcp-storage-emulator with none of the safety settings.
+pub async fn gcs_bucket_unsafe(tag: &str) -> (GcsStore, GcsSettings) {
     let settings = gcs_settings(&unique_bucket(tag));
     let response = reqwest::Client::new()
         .post(format!(

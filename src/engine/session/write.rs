@@ -178,6 +178,7 @@ impl super::Session {
             run_id: self.run.run_id.clone(),
             written_at: now_rfc3339(),
             terraform_version: Some(split.terraform_version.clone()).filter(|v| !v.is_empty()),
+            restored_from: None,
         };
         let mut wanted: BTreeMap<String, Record> = BTreeMap::new();
         for item in split.items {

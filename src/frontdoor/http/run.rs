@@ -13,7 +13,8 @@ use thiserror::Error;
 
 use super::{Backend, RunSummary};
 use crate::cloud::aws::markers::AwsLister;
-use crate::config::{ConfigError, LiveConfig, MarkerListing, check_http_backend};
+use crate::config::migration::check_backend_for_run;
+use crate::config::{ConfigError, LiveConfig, MarkerListing};
 use crate::cut::{Mechanism, StockLock, cut};
 use crate::engine::layout::Layout;
 use crate::engine::plan_stamp::{PlanJsonError, PlanRefused, PlanStamp, planned_changes};
@@ -259,7 +260,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
     }
     let root = effective_root(root, rest);
     let config = LiveConfig::load(&root)?;
-    check_http_backend(&root)?;
+    check_backend_for_run(&root, rest)?;
     let _stock_lock = StockLock::hold_if_cut(config.estate.as_str()).await?;
     let store = store::open(&config.store, &root).await;
     let layout = Layout::new(config.estate.clone());

@@ -18,11 +18,15 @@ use object_store::path::Path;
 use object_store::signer::Signer;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
+mod rest;
+pub mod safety;
 pub mod settings;
+mod versions;
 
 use super::settings::StoreKind;
 use super::{
-    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, WriteOutcome, http,
+    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, VersionListing,
+    WriteOutcome, http,
 };
 pub use settings::{AzureSettings, ConnectionString, parse_connection_string};
 
@@ -332,6 +336,14 @@ impl RecordStore for AzureStore {
             )),
             _ => Err(http::unexpected(self.describe(), "delete", key, response).await),
         }
+    }
+
+    async fn list_versions(&self, prefix: &str) -> Result<VersionListing, StoreError> {
+        versions::list(self, prefix).await
+    }
+
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError> {
+        versions::get(self, key, version_id).await
     }
 }
 

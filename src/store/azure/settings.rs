@@ -22,6 +22,8 @@ pub struct AzureSettings {
     pub sas_token: Option<String>,
     /// A connection string (`AccountName=...;AccountKey=...;BlobEndpoint=...`).
     pub connection_string: Option<String>,
+    /// Skip the store safety check before the first write (unsafe; logs a warning).
+    pub skip_bucket_checks: bool,
 }
 
 /// What a connection string says.
@@ -89,6 +91,7 @@ impl AzureSettings {
                 "access_key",
                 "sas_token",
                 "connection_string",
+                "skip_bucket_checks",
             ],
         )?;
         let settings = AzureSettings {
@@ -98,6 +101,7 @@ impl AzureSettings {
             access_key: r.string("access_key")?,
             sas_token: r.string("sas_token")?,
             connection_string: r.string("connection_string")?,
+            skip_bucket_checks: r.boolean("skip_bucket_checks")?.unwrap_or(false),
         };
         if let Some(c) = &settings.connection_string {
             parse_connection_string(c).map_err(|m| {

@@ -8,6 +8,9 @@
 //! `object_store`'s GCS client speaks the XML API, whose listings carry no generation and
 //! whose deletes it sends without a precondition.
 
+pub mod safety;
+mod versions;
+
 use async_trait::async_trait;
 use object_store::gcp::{GcpCredentialProvider, GoogleCloudStorageBuilder};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
@@ -15,7 +18,8 @@ use serde::Deserialize;
 
 use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
 use super::{
-    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, WriteOutcome, http,
+    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, VersionListing,
+    WriteOutcome, http,
 };
 
 /// The public endpoint.
@@ -43,6 +47,8 @@ pub struct GcsSettings {
     pub credentials: Option<String>,
     /// Send no credentials (emulators only).
     pub skip_credentials: bool,
+    /// Skip the store safety check before the first write (unsafe; logs a warning).
+    pub skip_bucket_checks: bool,
 }
 
 impl GcsSettings {
@@ -51,13 +57,20 @@ impl GcsSettings {
         let r = Reader::new(
             source,
             StoreKind::Gcs,
-            &["bucket", "endpoint", "credentials", "skip_credentials"],
+            &[
+                "bucket",
+                "endpoint",
+                "credentials",
+                "skip_credentials",
+                "skip_bucket_checks",
+            ],
         )?;
         Ok(GcsSettings {
             bucket: r.required("bucket", "my-records-bucket")?,
             endpoint: r.string("endpoint")?,
             credentials: r.string("credentials")?,
             skip_credentials: r.boolean("skip_credentials")?.unwrap_or(false),
+            skip_bucket_checks: r.boolean("skip_bucket_checks")?.unwrap_or(false),
         })
     }
 }
@@ -359,5 +372,13 @@ impl RecordStore for GcsStore {
             )),
             _ => Err(self.error("delete", key, response).await),
         }
+    }
+
+    async fn list_versions(&self, prefix: &str) -> Result<VersionListing, StoreError> {
+        versions::list(self, prefix).await
+    }
+
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError> {
+        versions::get(self, key, version_id).await
     }
 }

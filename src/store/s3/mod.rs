@@ -4,6 +4,7 @@
 //! `bucket setup`.
 
 pub mod bucket;
+mod versions;
 
 use std::time::Duration;
 
@@ -16,8 +17,8 @@ use aws_sdk_s3::types::ServerSideEncryption;
 
 use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
 use super::{
-    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, WriteOutcome, http, key,
-    traced,
+    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, VersionListing,
+    WriteOutcome, http, key, traced,
 };
 use crate::cut::{Mechanism, cut};
 
@@ -341,5 +342,13 @@ impl RecordStore for S3Store {
                 },
             }
         }
+    }
+
+    async fn list_versions(&self, prefix: &str) -> Result<VersionListing, StoreError> {
+        versions::list(self, prefix).await
+    }
+
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError> {
+        versions::get(self, key, version_id).await
     }
 }

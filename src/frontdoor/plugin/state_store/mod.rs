@@ -193,7 +193,7 @@ pub fn store_schema() -> pb::Schema {
                     "skip_bucket_checks",
                     "bool",
                     false,
-                    "s3: UNSAFE: skip the bucket safety check (versioning, noncurrent-version expiry, public access block) before the first write.",
+                    "s3, azurerm, gcs: UNSAFE: skip the store safety check (versioning or soft delete, noncurrent-version expiry, public access) before the first write.",
                 ),
                 attribute(
                     "storage_account_name",
