@@ -51,6 +51,12 @@ pub enum Mechanism {
     ClientPinning,
     /// Listing live objects by their markers.
     Listing,
+    /// `run` claiming a plan's changes before terraform applies them.
+    Claims,
+    /// Skipping a write of a record outside the run's changes that another run moved or holds.
+    RefreshSkip,
+    /// Reconciling an output that met another run's newer value, instead of a conflict.
+    OutputReconcile,
 }
 
 impl Mechanism {
@@ -73,6 +79,9 @@ impl Mechanism {
         Mechanism::PolicyScope,
         Mechanism::ClientPinning,
         Mechanism::Listing,
+        Mechanism::Claims,
+        Mechanism::RefreshSkip,
+        Mechanism::OutputReconcile,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -95,6 +104,9 @@ impl Mechanism {
             Mechanism::PolicyScope => "policy-scope",
             Mechanism::ClientPinning => "client-pinning",
             Mechanism::Listing => "listing",
+            Mechanism::Claims => "claims",
+            Mechanism::RefreshSkip => "refresh-skip",
+            Mechanism::OutputReconcile => "output-reconcile",
         }
     }
 
