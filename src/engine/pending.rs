@@ -214,7 +214,9 @@ impl Liveness {
         let (record, version) = &mut *guard;
         record.ended = true;
         if let Some(v) = version.take() {
-            self.store.delete(&self.layout.run_key(&record.run_id), &v).await?;
+            self.store
+                .delete(&self.layout.run_key(&record.run_id), &v)
+                .await?;
         }
         Ok(())
     }
@@ -961,8 +963,10 @@ mod tests {
             marks: BTreeMap::new(),
             runs: HashMap::new(),
         };
-        view.marks
-            .insert("terraform_data.x".into(), mark("terraform_data.x", "r", &[]));
+        view.marks.insert(
+            "terraform_data.x".into(),
+            mark("terraform_data.x", "r", &[]),
+        );
         view.marks.insert(
             "terraform_data.z".into(),
             mark("terraform_data.z", "r", &["terraform_data.w"]),
@@ -988,11 +992,17 @@ mod tests {
             view.overlaps("s", &[want("terraform_data.x", &[])]).len(),
             1
         );
-        assert!(view.overlaps("r", &[want("terraform_data.x", &[])]).is_empty());
+        assert!(
+            view.overlaps("r", &[want("terraform_data.x", &[])])
+                .is_empty()
+        );
         let mut dead = alive_run("r");
         dead.heartbeat_at = "2020-01-01T00:00:00Z".into();
         view.runs.insert("r".into(), Some(dead));
-        assert!(view.overlaps("s", &[want("terraform_data.x", &[])]).is_empty());
+        assert!(
+            view.overlaps("s", &[want("terraform_data.x", &[])])
+                .is_empty()
+        );
         assert!(
             view.dependency_blocks("s", &[want("terraform_data.y", &["terraform_data.x"])])
                 .is_empty()

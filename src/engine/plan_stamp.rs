@@ -451,7 +451,10 @@ impl ChangeSet {
         let mut config = BTreeMap::new();
         config_dependencies(&plan_json["configuration"]["root_module"], "", &mut config);
         let mut state = BTreeMap::new();
-        state_dependencies(&plan_json["prior_state"]["values"]["root_module"], &mut state);
+        state_dependencies(
+            &plan_json["prior_state"]["values"]["root_module"],
+            &mut state,
+        );
         let mut set = ChangeSet::default();
         match plan_json.get("resource_changes") {
             None | Some(serde_json::Value::Null) => {}
@@ -469,8 +472,7 @@ impl ChangeSet {
                         .filter(|p| *p != address)
                         .map(str::to_string);
                     let importing = c["change"]["importing"].is_object();
-                    let operation = match acts.iter().map(String::as_str).collect::<Vec<_>>()[..]
-                    {
+                    let operation = match acts.iter().map(String::as_str).collect::<Vec<_>>()[..] {
                         ["create"] => Operation::Create,
                         ["update"] => Operation::Update,
                         ["delete"] => Operation::Delete,

@@ -59,7 +59,11 @@ fn read_line() -> Result<Option<String>, std::io::Error> {
 /// Ask for approval on stdout and read the answer; print terraform's own words for a refusal.
 pub async fn ask(kind: PlanKind, color: bool, signals: &mut Signals) -> Answer {
     let (query, detail, cancelled) = kind.query();
-    let (bold, reset) = if color { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+    let (bold, reset) = if color {
+        ("\x1b[1m", "\x1b[0m")
+    } else {
+        ("", "")
+    };
     let mut out = std::io::stdout();
     let _ = write!(
         out,

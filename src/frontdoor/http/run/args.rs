@@ -46,7 +46,10 @@ impl TfCommand {
     pub fn dir(&self) -> PathBuf {
         self.global
             .iter()
-            .find_map(|a| a.strip_prefix("-chdir=").or_else(|| a.strip_prefix("--chdir=")))
+            .find_map(|a| {
+                a.strip_prefix("-chdir=")
+                    .or_else(|| a.strip_prefix("--chdir="))
+            })
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from("."))
     }
@@ -332,16 +335,64 @@ fn file_sets_any(path: &Path, names: &BTreeSet<String>) -> bool {
     keys.iter().any(|k| names.contains(k))
 }
 
-/// The ephemeral input variables of a plan: declared in its configuration, absent from its variables (terraform does not store their values).
-pub fn ephemeral_variables(plan_json: &serde_json::Value) -> BTreeSet<String> {
+/// The ephemeral input variables of the root in `dir` (`ephemeral = true` in its `.tf` and `.tf.json` files).
+///
+/// `show -json` does not say which variables are ephemeral; a variable without a default that
+/// the plan declares but does not store is one too.
+pub fn ephemeral_variables(dir: &Path, plan_json: &serde_json::Value) -> BTreeSet<String> {
+    use hcl::edit::expr::Expression;
+    use hcl::edit::structure::BlockLabel;
+    let mut out = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if name.ends_with(".tf.json") {
+            if let Ok(json) = serde_json::from_str::<serde_json::Value>(&text) {
+                for (var, body) in json["variable"].as_object().into_iter().flatten() {
+                    if body["ephemeral"] == serde_json::Value::Bool(true) {
+                        out.insert(var.clone());
+                    }
+                }
+            }
+        } else if name.ends_with(".tf")
+            && let Ok(body) = hcl::edit::parser::parse_body(&text)
+        {
+            for block in body.blocks().filter(|b| b.ident.as_str() == "variable") {
+                let Some(label) = block.labels.first() else {
+                    continue;
+                };
+                let var = match label {
+                    BlockLabel::String(s) => s.value().to_string(),
+                    BlockLabel::Ident(i) => i.as_str().to_string(),
+                };
+                let ephemeral = block.body.attributes().any(|a| {
+                    a.key.as_str() == "ephemeral"
+                        && matches!(&a.value, Expression::Bool(b) if *b.value())
+                });
+                if ephemeral {
+                    out.insert(var);
+                }
+            }
+        }
+    }
     let declared = plan_json["configuration"]["root_module"]["variables"].as_object();
     let stored = plan_json["variables"].as_object();
-    declared
-        .into_iter()
-        .flat_map(|d| d.keys())
-        .filter(|name| stored.is_none_or(|s| !s.contains_key(*name)))
-        .cloned()
-        .collect()
+    out.extend(
+        declared
+            .into_iter()
+            .flatten()
+            .filter(|(name, v)| {
+                v.get("default").is_none() && stored.is_none_or(|s| !s.contains_key(*name))
+            })
+            .map(|(name, _)| name.clone()),
+    );
+    out
 }
 
 #[cfg(test)]
@@ -402,10 +453,7 @@ mod tests {
         );
         assert_eq!(
             s.vars,
-            [
-                VarArg::Var("a=1".into()),
-                VarArg::File("f.tfvars".into())
-            ]
+            [VarArg::Var("a=1".into()), VarArg::File("f.tfvars".into())]
         );
         assert_eq!(cmd("-chdir=x apply").dir(), PathBuf::from("x"));
     }
@@ -473,10 +521,24 @@ mod tests {
             ["apply", "/p"]
         );
         let json = serde_json::json!({
-            "variables": {"x": {"value": "d"}},
-            "configuration": {"root_module": {"variables": {"tok": {}, "x": {"default": "d"}}}}
+            "variables": {"x": {"value": "d"}, "dflt": {"value": "none"}},
+            "configuration": {"root_module": {"variables": {"tok": {}, "x": {"default": "d"}, "dflt": {"default": "none"}}}}
         });
-        assert_eq!(ephemeral_variables(&json), eph);
+        assert_eq!(ephemeral_variables(dir.path(), &json), eph);
+        std::fs::write(
+            dir.path().join("v.tf"),
+            "variable \"dflt\" {\n  default   = \"none\"\n  ephemeral = true\n}\nvariable \"x\" {\n  ephemeral = false\n}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("w.tf.json"),
+            "{\"variable\": {\"j\": {\"ephemeral\": true}}}",
+        )
+        .unwrap();
+        assert_eq!(
+            ephemeral_variables(dir.path(), &json),
+            ["dflt", "j", "tok"].map(String::from).into()
+        );
     }
 
     #[test]

@@ -128,7 +128,9 @@ async fn report_takeovers(ctx: &Ctx, claims: &Claims) {
     let lister = match AwsLister::from_json(&listing.provider_json()).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("choudoufu-live: warning: no listing of the taken-over objects' markers: {e}");
+            eprintln!(
+                "choudoufu-live: warning: no listing of the taken-over objects' markers: {e}"
+            );
             return;
         }
     };

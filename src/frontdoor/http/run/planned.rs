@@ -64,10 +64,12 @@ async fn claim_set(
     }
     // An unsafe store gets nothing written, not even this run's record or a claim.
     attempt.session().check_guard().await?;
-    Ok(match claims::claim(ctx, &wanted, deadline, signals).await? {
-        Claimed::Held(c) => Ok(Some(c)),
-        other => Err(other),
-    })
+    Ok(
+        match claims::claim(ctx, &wanted, deadline, signals).await? {
+            Claimed::Held(c) => Ok(Some(c)),
+            other => Err(other),
+        },
+    )
 }
 
 /// Pin the session to what the plan read, if none of `keys` moved; then apply with `args`.
@@ -155,7 +157,7 @@ pub async fn planned_apply(
         }
         let json = ctx.tf.show_json(&plan).await?;
         let set = ChangeSet::from_plan_json(&json)?;
-        let ephemeral = super::args::ephemeral_variables(&json);
+        let ephemeral = super::args::ephemeral_variables(&ctx.cmd.dir(), &json);
         let needs_approval = json["applyable"].as_bool().unwrap_or(true);
         if !split.auto_approve && needs_approval {
             match approve::ask(split.kind, !split.no_color, signals).await {

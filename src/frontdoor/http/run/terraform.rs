@@ -126,9 +126,8 @@ impl Terraform {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        serde_json::from_slice(&out.stdout).map_err(|e| {
-            RunError::Show(format!("{} show -json gave no JSON: {e}", self.program))
-        })
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| RunError::Show(format!("{} show -json gave no JSON: {e}", self.program)))
     }
 }
 
@@ -191,7 +190,10 @@ fn sweep_dead(me: u32) {
             continue;
         };
         let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
-        let gone = matches!(kill(Pid::from_raw(pid), None), Err(nix::errno::Errno::ESRCH));
+        let gone = matches!(
+            kill(Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
         if ours && gone {
             let _ = std::fs::remove_dir_all(e.path());
         }
