@@ -42,36 +42,48 @@ fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-/// The estate's claims (marks) and run records left in the store.
-async fn leftovers(root: &Root) -> (Vec<String>, usize) {
-    let config = LiveConfig::load(root.path()).unwrap();
-    let store = choudoufu_live::store::open(&config.store, root.path()).await;
-    let layout = Layout::new(config.estate.clone());
-    let marks = pending::read_marks(&store, &layout)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(m, _)| m.address)
-        .collect();
-    let runs =
-        choudoufu_live::store::list_all(store.as_ref(), &format!("{}runs/", layout.prefix()))
+/// Run `f` to the end on a runtime of its own (the terraform turn is a std mutex, never held across an await).
+fn block<T: Send + 'static>(f: impl std::future::Future<Output = T> + Send + 'static) -> T {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(f)
+    })
+    .join()
+    .unwrap()
+}
+
+/// The estate's claims (marks, by address and run) and how many run records are left in the store.
+fn claims_left(root: &Root) -> (Vec<(String, String)>, usize) {
+    let dir = root.path().to_path_buf();
+    block(async move {
+        let config = LiveConfig::load(&dir).unwrap();
+        let store = choudoufu_live::store::open(&config.store, &dir).await;
+        let layout = Layout::new(config.estate.clone());
+        let marks = pending::read_marks(&store, &layout)
             .await
             .unwrap()
-            .len();
-    (marks, runs)
+            .into_iter()
+            .map(|(m, _)| (m.address, m.run_id))
+            .collect();
+        let runs =
+            choudoufu_live::store::list_all(store.as_ref(), &format!("{}runs/", layout.prefix()))
+                .await
+                .unwrap()
+                .len();
+        (marks, runs)
+    })
 }
 
 /// The run holding the claim on `address` now, read from the store.
-async fn holder_of(root: &Root, address: &str) -> Option<String> {
-    let config = LiveConfig::load(root.path()).unwrap();
-    let store = choudoufu_live::store::open(&config.store, root.path()).await;
-    let layout = Layout::new(config.estate.clone());
-    pending::read_marks(&store, &layout)
-        .await
-        .unwrap()
+fn holder_of(root: &Root, address: &str) -> Option<String> {
+    claims_left(root)
+        .0
         .into_iter()
-        .find(|(m, _)| m.address == address)
-        .map(|(m, _)| m.run_id)
+        .find(|(a, _)| a == address)
+        .map(|(_, run)| run)
 }
 
 fn calls_of(file: &Path, name: &str) -> Vec<Call> {
@@ -136,7 +148,7 @@ async fn three_applies_make_one_provider_call(kind: &str) {
         assert!(!text(&out.stdout).contains("Apply complete"), "{err}");
     }
     assert_eq!(
-        leftovers(&root).await,
+        claims_left(&root),
         (vec![], 0),
         "every claim and run record is gone"
     );
@@ -189,8 +201,7 @@ async fn three_waiting_applies_take_turns(kind: &str) {
         let stdout = text(&outs[run].stdout);
         let last = stdout
             .lines()
-            .filter(|l| l.trim_start().starts_with("~ input"))
-            .next_back()
+            .rfind(|l| l.trim_start().starts_with("~ input"))
             .unwrap_or_else(|| panic!("no plan in {stdout}"));
         let before = if i == 0 { "v1" } else { &made[i - 1].value };
         assert!(
@@ -203,7 +214,7 @@ async fn three_waiting_applies_take_turns(kind: &str) {
         root.stored_input("one").as_deref(),
         Some(made[2].value.as_str())
     );
-    assert_eq!(leftovers(&root).await, (vec![], 0));
+    assert_eq!(claims_left(&root), (vec![], 0));
 }
 
 /// A change of y while another run replaces x, which y depends on: refused before y's provider call.
@@ -219,9 +230,8 @@ async fn a_change_whose_dependency_is_in_flight_is_refused(kind: &str) {
         ("calls_file", &cf),
     ])));
     wait_for_call(&file, "x", Duration::from_secs(60));
-    let x_run = holder_of(&root, "terraform_data.x")
-        .await
-        .expect("x is claimed while its provisioner runs");
+    let x_run =
+        holder_of(&root, "terraform_data.x").expect("x is claimed while its provisioner runs");
     let t = Instant::now();
     let y = root.run(&strs(&apply(&[("y", "y2"), ("calls_file", &cf)])));
     let err = text(&y.stderr);
@@ -264,7 +274,7 @@ async fn a_killed_runs_claim_is_taken_over(kind: &str) {
         ("calls_file", &cf),
     ])));
     wait_for_call(&file, "one", Duration::from_secs(60));
-    let dead_run = holder_of(&root, "terraform_data.one").await.unwrap();
+    let dead_run = holder_of(&root, "terraform_data.one").unwrap();
     kill_group(dead.id());
     wait(dead, Duration::from_secs(10));
     let killed_at = Instant::now();
@@ -299,7 +309,7 @@ async fn a_killed_runs_claim_is_taken_over(kind: &str) {
     assert_eq!(made.len(), 2, "{made:?}");
     assert_eq!(made[1].value, "next");
     assert_eq!(root.stored_input("one").as_deref(), Some("next"));
-    let (marks, _) = leftovers(&root).await;
+    let (marks, _) = claims_left(&root);
     assert!(marks.is_empty(), "{marks:?}");
 }
 
@@ -541,8 +551,8 @@ fn interactive(
 }
 
 /// An apply answered anything but `yes` applies nothing and leaves no claim and no plan file behind.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_apply_answered_no_applies_nothing_and_leaves_nothing() {
+#[test]
+fn an_apply_answered_no_applies_nothing_and_leaves_nothing() {
     let root = Root::new("claims", "approve", &Records::Local);
     let _turn = turn();
     root.init_and_apply();
@@ -585,7 +595,7 @@ async fn an_apply_answered_no_applies_nothing_and_leaves_nothing() {
     assert!(calls_of(&file, "one").is_empty(), "nothing was applied");
     assert_eq!(root.stored_input("one").as_deref(), Some("v1"));
     assert!(root.stored_input("e").is_some());
-    assert_eq!(leftovers(&root).await, (vec![], 0), "no claim left");
+    assert_eq!(claims_left(&root), (vec![], 0), "no claim left");
     let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
     assert!(left.is_empty(), "no plan file left: {left:?}");
     // `yes` applies.

@@ -397,7 +397,10 @@ fn a_conflicting_run_is_traced_by_name_and_never_by_value() {
     let records = std::fs::read_dir(root.path().join(".live-records/tofu-records/otel-demo/r"))
         .unwrap()
         .count();
-    assert!(records >= 2, "dns and password (db was removed by the state rm)");
+    assert!(
+        records >= 2,
+        "dns and password (db was removed by the state rm)"
+    );
     let (bytes, debug) = receiver.everything();
     assert!(bytes.len() > 1000, "something substantial was received");
     for value in [SECRET, DB_A, DB_B] {

@@ -560,3 +560,100 @@ pub fn planned_changes(
 ) -> Result<BTreeSet<String>, PlanJsonError> {
     Ok(ChangeSet::from_plan_json(plan_json)?.keys(layout))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::layout::EstateName;
+    use serde_json::json;
+
+    /// Trimmed from `terraform show -json` of a plan with a replace, an update, a move, a module and a data source.
+    fn plan() -> serde_json::Value {
+        json!({
+            "resource_changes": [
+                {"address": "terraform_data.a", "mode": "managed", "change": {"actions": ["delete", "create"]}},
+                {"address": "terraform_data.b", "mode": "managed", "change": {"actions": ["update"]}},
+                {"address": "terraform_data.c2", "previous_address": "terraform_data.c", "mode": "managed", "change": {"actions": ["no-op"]}},
+                {"address": "terraform_data.same", "mode": "managed", "change": {"actions": ["no-op"]}},
+                {"address": "terraform_data.imp", "mode": "managed", "change": {"actions": ["no-op"], "importing": {"id": "i-1"}}},
+                {"address": "terraform_data.dep", "deposed": "1b6df766", "mode": "managed", "change": {"actions": ["delete"]}},
+                {"address": "terraform_data.gone", "mode": "managed", "change": {"actions": ["forget"]}},
+                {"address": "module.m[0].terraform_data.z[\"k\"]", "mode": "managed", "change": {"actions": ["create"]}},
+                {"address": "data.terraform_remote_state.rd", "mode": "data", "change": {"actions": ["read"]}}
+            ],
+            "output_changes": {"ids": {"actions": ["update"]}, "same": {"actions": ["no-op"]}},
+            "configuration": {"root_module": {
+                "resources": [
+                    {"address": "terraform_data.a", "expressions": {"input": {"constant_value": "A"}}},
+                    {"address": "terraform_data.b",
+                     "expressions": {"input": {"references": ["terraform_data.a.id", "terraform_data.a", "var.x", "local.l"]}},
+                     "depends_on": ["terraform_data.c2"]}
+                ],
+                "module_calls": {"m": {"module": {"resources": [
+                    {"address": "terraform_data.z",
+                     "expressions": {"input": {"references": ["terraform_data.w[0].id", "module.n.out", "data.x.y.id", "each.key"]}}}
+                ]}}}
+            }},
+            "prior_state": {"values": {"root_module": {"resources": [
+                {"address": "terraform_data.b", "depends_on": ["terraform_data.a", "terraform_data.c"]}
+            ]}}}
+        })
+    }
+
+    #[test]
+    fn a_plans_change_set_with_operations_and_dependencies() {
+        let set = ChangeSet::from_plan_json(&plan()).unwrap();
+        let ops: Vec<(&str, Operation)> = set
+            .resources
+            .iter()
+            .map(|c| (c.address.as_str(), c.operation))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("terraform_data.a", Operation::Replace),
+                ("terraform_data.b", Operation::Update),
+                ("terraform_data.c2", Operation::Move),
+                ("terraform_data.imp", Operation::Import),
+                ("terraform_data.dep (deposed 1b6df766)", Operation::Delete),
+                ("terraform_data.gone", Operation::Forget),
+                ("module.m[0].terraform_data.z[\"k\"]", Operation::Create),
+            ]
+        );
+        let b = &set.resources[1];
+        assert_eq!(
+            b.dependencies,
+            ["terraform_data.a", "terraform_data.c", "terraform_data.c2"]
+        );
+        assert_eq!(
+            set.resources[6].dependencies,
+            ["module.m.module.n", "module.m.terraform_data.w"]
+        );
+        assert_eq!(set.outputs, ["ids".to_string()].into());
+        let wanted = set.wanted();
+        assert!(
+            wanted
+                .iter()
+                .any(|w| w.address == "terraform_data.c" && w.operation == "move")
+        );
+        let layout = Layout::new(EstateName::parse("e").unwrap());
+        let keys = set.keys(&layout);
+        assert!(keys.contains(&layout.resource_key("terraform_data.c")));
+        assert!(keys.contains(&layout.output_key("ids")));
+        assert!(
+            !set.resource_keys(&layout)
+                .contains(&layout.output_key("ids"))
+        );
+        assert_eq!(planned_changes(&layout, &plan()).unwrap(), keys);
+    }
+
+    #[test]
+    fn a_malformed_plan_is_refused_by_name() {
+        assert!(ChangeSet::from_plan_json(&json!({"resource_changes": 3})).is_err());
+        assert!(ChangeSet::from_plan_json(&json!({"resource_changes": [{"change": {}}]})).is_err());
+        assert_eq!(
+            ChangeSet::from_plan_json(&json!({})).unwrap(),
+            ChangeSet::default()
+        );
+    }
+}

@@ -13,7 +13,7 @@ pub enum Answer {
     /// Anything else: nothing is applied.
     Cancelled,
     /// Input ended, or could not be read, before an answer.
-    NoAnswer(String),
+    Unanswered(String),
 }
 
 impl PlanKind {
@@ -75,11 +75,11 @@ pub async fn ask(kind: PlanKind, color: bool, signals: &mut Signals) -> Answer {
         r = read => match r {
             Ok(Ok(Some(a))) if a == "yes" => Answer::Approved,
             Ok(Ok(Some(_))) => Answer::Cancelled,
-            Ok(Ok(None)) => Answer::NoAnswer("EOF".into()),
-            Ok(Err(e)) => Answer::NoAnswer(e.to_string()),
-            Err(e) => Answer::NoAnswer(e.to_string()),
+            Ok(Ok(None)) => Answer::Unanswered("EOF".into()),
+            Ok(Err(e)) => Answer::Unanswered(e.to_string()),
+            Err(e) => Answer::Unanswered(e.to_string()),
         },
-        _ = signals.stop() => Answer::NoAnswer("interrupted".into()),
+        _ = signals.stop() => Answer::Unanswered("interrupted".into()),
     };
     match &answer {
         Answer::Approved => {
@@ -88,7 +88,7 @@ pub async fn ask(kind: PlanKind, color: bool, signals: &mut Signals) -> Answer {
         Answer::Cancelled => {
             let _ = writeln!(out, "\n{cancelled}");
         }
-        Answer::NoAnswer(why) => {
+        Answer::Unanswered(why) => {
             let _ = writeln!(out);
             eprintln!("\nError: error asking for approval: {why}\n");
         }

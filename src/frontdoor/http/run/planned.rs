@@ -162,7 +162,7 @@ pub async fn planned_apply(
         if !split.auto_approve && needs_approval {
             match approve::ask(split.kind, !split.no_color, signals).await {
                 Answer::Approved => {}
-                Answer::Cancelled | Answer::NoAnswer(_) => {
+                Answer::Cancelled | Answer::Unanswered(_) => {
                     attempt.stop().await;
                     return Ok(1);
                 }
