@@ -605,3 +605,74 @@ fn an_apply_answered_no_applies_nothing_and_leaves_nothing() {
     assert_eq!(calls_of(&file, "one").len(), 1);
     assert!(std::fs::read_dir(tmp.path()).unwrap().next().is_none());
 }
+
+/// Ctrl-C at the approval question stops the run with nothing applied and its plan removed; a killed run's plan folder is removed by the next run.
+#[test]
+fn an_interrupted_apply_leaves_no_plan_behind() {
+    use std::io::Read;
+    let root = Root::new("claims", "interrupt", &Records::Local);
+    let _turn = turn();
+    root.init_and_apply();
+    let tmp = tempfile::tempdir().unwrap();
+    // A folder a killed run left: its pid is no process.
+    let dead_pid = (4_000_000..4_100_000)
+        .find(|p| !Path::new(&format!("/proc/{p}")).exists())
+        .unwrap();
+    let left = tmp
+        .path()
+        .join(format!("choudoufu-live-plan-{dead_pid}-AbC123"));
+    std::fs::create_dir(&left).unwrap();
+    std::fs::write(left.join("run.tfplan"), "secret plan").unwrap();
+    let mut child = root
+        .run_cmd(&["apply", "-var", "one=never"])
+        .env("TMPDIR", tmp.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Kept open: the question gets no answer, only the interrupt.
+    let stdin = child.stdin.take();
+    let mut stdout = child.stdout.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let started = Instant::now();
+    while !text(&seen.lock().unwrap()).contains("Enter a value:") {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no approval question: {}",
+            text(&seen.lock().unwrap())
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!left.exists(), "the killed run's plan folder was removed");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = wait(child, Duration::from_secs(60));
+    drop(stdin);
+    reader.join().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("error asking for approval: interrupted"),
+        "{}",
+        text(&out.stderr)
+    );
+    let files: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().flatten().collect();
+    assert!(files.is_empty(), "no plan file left: {files:?}");
+    assert_eq!(root.stored_input("one").as_deref(), Some("v1"));
+    assert_eq!(claims_left(&root), (vec![], 0));
+}

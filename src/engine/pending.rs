@@ -243,15 +243,31 @@ pub struct Holder {
     pub heartbeat_at: Option<String>,
 }
 
+/// A program stamp as messages show it: the commit's first 12 characters and its time.
+fn program_text(program: Option<&ProgramStamp>) -> String {
+    match program {
+        Some(p) => {
+            let commit: String = p.commit.chars().take(12).collect();
+            if p.time.is_empty() {
+                commit
+            } else {
+                format!("{commit} of {}", p.time)
+            }
+        }
+        None => "unknown".into(),
+    }
+}
+
 impl fmt::Display for Holder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "run {} (program ", self.run_id)?;
-        match &self.program {
-            Some(p) if p.time.is_empty() => write!(f, "{}", p.commit)?,
-            Some(p) => write!(f, "{} of {}", p.commit, p.time)?,
-            None => write!(f, "unknown")?,
-        }
-        write!(f, "; {} since {})", self.operation, self.since)
+        write!(
+            f,
+            "run {} (program {}; {} since {})",
+            self.run_id,
+            program_text(self.program.as_ref()),
+            self.operation,
+            self.since
+        )
     }
 }
 
@@ -420,11 +436,7 @@ pub fn takeover_messages(taken: &[TakenOver]) -> Vec<String> {
         .into_iter()
         .map(|(run, marks)| {
             let first = marks[0];
-            let program = match &first.program {
-                Some(p) if p.time.is_empty() => p.commit.clone(),
-                Some(p) => format!("{} of {}", p.commit, p.time),
-                None => "unknown".into(),
-            };
+            let program = program_text(first.program.as_ref());
             let beat = match &first.heartbeat_at {
                 Some(b) => format!("last heartbeat {b}"),
                 None => "no run record left".into(),
