@@ -55,6 +55,12 @@ pub enum Mechanism {
     RestoreCondition,
     /// `run` serving the records as the old backend of `init -migrate-state` away from http.
     MigrateOut,
+    /// `run` claiming a plan's changes before terraform applies them.
+    Claims,
+    /// Skipping a write of a record outside the run's changes that another run moved or holds.
+    RefreshSkip,
+    /// Reconciling an output that met another run's newer value, instead of a conflict.
+    OutputReconcile,
 }
 
 impl Mechanism {
@@ -79,6 +85,9 @@ impl Mechanism {
         Mechanism::Listing,
         Mechanism::RestoreCondition,
         Mechanism::MigrateOut,
+        Mechanism::Claims,
+        Mechanism::RefreshSkip,
+        Mechanism::OutputReconcile,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -103,6 +112,9 @@ impl Mechanism {
             Mechanism::Listing => "listing",
             Mechanism::RestoreCondition => "restore-condition",
             Mechanism::MigrateOut => "migrate-out",
+            Mechanism::Claims => "claims",
+            Mechanism::RefreshSkip => "refresh-skip",
+            Mechanism::OutputReconcile => "output-reconcile",
         }
     }
 

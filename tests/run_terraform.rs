@@ -100,13 +100,23 @@ async fn disjoint_applies_land_together(kind: &str) {
     );
 }
 
-/// Both change db at once: one lands, the other is refused by name and overwrites nothing.
+/// Both change db at once: one lands, the other is refused by name before its provider call and overwrites nothing.
 async fn same_resource_one_lands(kind: &str) {
     let root = Root::new("demo", "same-db", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
-    let va = vec!["db_version=from-a".to_string(), "sleep_seconds=2".into()];
-    let vb = vec!["db_version=from-b".to_string(), "sleep_seconds=2".into()];
+    let trace = root.path().join("trace");
+    let tv = format!("trace_file={}", trace.display());
+    let va = vec![
+        "db_version=from-a".to_string(),
+        "sleep_seconds=3".into(),
+        tv.clone(),
+    ];
+    let vb = vec![
+        "db_version=from-b".to_string(),
+        "sleep_seconds=3".into(),
+        tv,
+    ];
     let a = root.spawn(&apply_args("-target=terraform_data.db", &va));
     let b = root.spawn(&apply_args("-target=terraform_data.db", &vb));
     let (a, b) = (
@@ -114,21 +124,29 @@ async fn same_resource_one_lands(kind: &str) {
         wait(b, Duration::from_secs(120)),
     );
     let (winner, loser, value) = match (a.status.code(), b.status.code()) {
-        (Some(0), Some(4)) => (a, b, "from-a"),
-        (Some(4), Some(0)) => (b, a, "from-b"),
+        (Some(0), Some(5)) => (a, b, "from-a"),
+        (Some(5), Some(0)) => (b, a, "from-b"),
         other => panic!(
-            "expected one 0 and one 4, got {other:?}\nA: {}\nB: {}",
+            "expected one 0 and one 5, got {other:?}\nA: {}\nB: {}",
             text(&a.stderr),
             text(&b.stderr)
         ),
     };
     let err = text(&loser.stderr);
     assert!(
-        err.contains("RecordConflictError")
-            && err.contains("terraform_data.db (update): expected version"),
+        err.contains("InFlightChangeError") && err.contains("terraform_data.db: held by run"),
         "{err}"
     );
-    assert!(err.contains("Nothing was overwritten"), "{err}");
+    assert!(
+        err.contains("Nothing was applied and no provider was called"),
+        "{err}"
+    );
+    let calls = std::fs::read_to_string(&trace).unwrap();
+    assert_eq!(
+        calls.matches("db start").count(),
+        1,
+        "only the winner called the provider: {calls}"
+    );
     assert!(text(&winner.stderr).contains("1 updated (terraform_data.db)"));
     assert_eq!(
         root.stored_input("db").as_deref(),
@@ -150,10 +168,10 @@ async fn same_resource_one_lands(kind: &str) {
     );
 }
 
-/// An apply of db racing a destroy of db: the loser is refused by name.
+/// A destroy of db while an apply of db is applying: the destroy is refused by name before it destroys anything.
 ///
-/// The destroy starts once the apply has read the state and is applying (its provisioner has
-/// started), so both runs read the same record before either writes.
+/// The destroy starts once the apply is applying (its provisioner has started), so the
+/// apply holds db's claim.
 async fn apply_racing_destroy(kind: &str) {
     let root = Root::new("demo", "apply-destroy", &records(kind).await);
     let _turn = turn();
@@ -186,34 +204,20 @@ async fn apply_racing_destroy(kind: &str) {
         wait(a, Duration::from_secs(120)),
         wait(d, Duration::from_secs(120)),
     );
-    match (a.status.code(), d.status.code()) {
-        (Some(4), Some(0)) => {
-            assert!(
-                text(&a.stderr).contains("terraform_data.db (update): expected version")
-                    && text(&a.stderr).contains("store has no record"),
-                "{}",
-                text(&a.stderr)
-            );
-            assert_eq!(root.stored_input("db"), None, "the destroy won: no record");
-        }
-        (Some(0), Some(4)) => {
-            assert!(
-                text(&d.stderr).contains("terraform_data.db (delete): expected version"),
-                "{}",
-                text(&d.stderr)
-            );
-            assert_eq!(
-                root.stored_input("db").as_deref(),
-                Some("v7"),
-                "the apply won: its value"
-            );
-        }
-        other => panic!(
-            "expected one refusal, got {other:?}\napply: {}\ndestroy: {}",
-            text(&a.stderr),
-            text(&d.stderr)
-        ),
-    }
+    assert_eq!(a.status.code(), Some(0), "{}", text(&a.stderr));
+    assert_eq!(d.status.code(), Some(5), "{}", text(&d.stderr));
+    assert!(
+        text(&d.stderr).contains("InFlightChangeError")
+            && text(&d.stderr).contains("terraform_data.db: held by run")
+            && !text(&d.stdout).contains("Destruction complete"),
+        "{}",
+        text(&d.stderr)
+    );
+    assert_eq!(
+        root.stored_input("db").as_deref(),
+        Some("v7"),
+        "the apply landed"
+    );
     assert_eq!(
         root.stored_input("dns").as_deref(),
         Some("v1"),
@@ -313,11 +317,12 @@ async fn killed_apply_leaves_nothing_held(kind: &str) {
         text(&unlock.stdout)
             .contains("no lock: choudoufu-live holds no locks; every record write is conditional")
     );
-    // And it finishes what the killed run left.
-    root.ok(&apply_args(
-        "",
-        &["db_version=v9".to_string(), "dns_version=v9".into()],
-    ));
+    // And it finishes what the killed run left, taking over its claims once its heartbeat stops.
+    let finish = root.run_with(
+        &["--wait=1m"],
+        &apply_args("", &["db_version=v9".to_string(), "dns_version=v9".into()]),
+    );
+    assert!(finish.status.success(), "{}", text(&finish.stderr));
     assert_eq!(root.stored_input("db").as_deref(), Some("v9"));
 }
 

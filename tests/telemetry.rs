@@ -205,7 +205,8 @@ const SECRET: &str = "s3cr3t-otel-Qx81-never-exported";
 const DB_A: &str = "otel-db-7f3a91";
 const DB_B: &str = "otel-db-9c2b44";
 
-/// Two applies of one resource at once, exported to a receiver: one conflict, named; no value anywhere.
+/// An apply whose record a `state rm` removed meanwhile, and an apply refused by the first one's claim, exported
+/// to a receiver: the conflict and the refusal named; no value anywhere.
 #[test]
 fn a_conflicting_run_is_traced_by_name_and_never_by_value() {
     let receiver = Receiver::start("127.0.0.1:0").unwrap();
@@ -232,6 +233,8 @@ fn a_conflicting_run_is_traced_by_name_and_never_by_value() {
         .unwrap(),
         "first apply",
     );
+    let trace = root.path().join("trace");
+    let tv = format!("trace_file={}", trace.display());
     let apply = |value: &str| {
         spawn(
             &root,
@@ -243,26 +246,43 @@ fn a_conflicting_run_is_traced_by_name_and_never_by_value() {
                 "-var",
                 &format!("db_version={value}"),
                 "-var",
-                "sleep_seconds=2",
+                "sleep_seconds=5",
+                "-var",
+                &tv,
             ],
             &endpoint,
         )
     };
-    let (a, b) = (apply(DB_A), apply(DB_B));
-    let (a, b) = (
+    // A applies db; while it is in its provider call, B's apply of db is refused by its claim,
+    // and a `state rm` (which claims nothing) removes db's record, so A's write conflicts.
+    let a = apply(DB_A);
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(&trace)
+        .unwrap_or_default()
+        .contains("db start")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "A never applied"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let b = apply(DB_B);
+    let rm = spawn(&root, &["state", "rm", "terraform_data.db"], &endpoint);
+    let (a, b, rm) = (
         wait(a, Duration::from_secs(120)),
         wait(b, Duration::from_secs(120)),
+        wait(rm, Duration::from_secs(120)),
     );
-    let mut codes = [a.status.code(), b.status.code()];
-    codes.sort();
     assert_eq!(
-        codes,
-        [Some(0), Some(4)],
-        "one lands, one is refused\nA: {}\nB: {}",
+        [a.status.code(), b.status.code(), rm.status.code()],
+        [Some(4), Some(5), Some(0)],
+        "A's write conflicts, B is refused by its claim\nA: {}\nB: {}\nrm: {}",
         text(&a.stderr),
-        text(&b.stderr)
+        text(&b.stderr),
+        text(&rm.stderr)
     );
-    for out in [&a, &b] {
+    for out in [&a, &b, &rm] {
         assert!(
             !text(&out.stderr).contains("telemetry:"),
             "export complained: {}",
@@ -285,10 +305,13 @@ fn a_conflicting_run_is_traced_by_name_and_never_by_value() {
             .all(|r| r.get("estate").map(String::as_str) == Some("otel-demo")
                 && r.get("run_id").is_some_and(|id| id.len() == 36))
     );
-    assert!(
-        runs.iter()
-            .any(|r| r.get("exit_code").map(String::as_str) == Some("4"))
-    );
+    for code in ["4", "5"] {
+        assert!(
+            runs.iter()
+                .any(|r| r.get("exit_code").map(String::as_str) == Some(code)),
+            "a run span with exit_code {code}: {runs:?}"
+        );
+    }
     let writes = named("session.write_state");
     assert!(
         writes
@@ -374,7 +397,10 @@ fn a_conflicting_run_is_traced_by_name_and_never_by_value() {
     let records = std::fs::read_dir(root.path().join(".live-records/tofu-records/otel-demo/r"))
         .unwrap()
         .count();
-    assert!(records >= 3);
+    assert!(
+        records >= 2,
+        "dns and password (db was removed by the state rm)"
+    );
     let (bytes, debug) = receiver.everything();
     assert!(bytes.len() > 1000, "something substantial was received");
     for value in [SECRET, DB_A, DB_B] {

@@ -10,6 +10,7 @@ use thiserror::Error;
 use crate::cut::{Mechanism, cut};
 use crate::engine::digest::sha256_hex;
 use crate::engine::layout::Layout;
+use crate::engine::pending::Wanted;
 use crate::engine::session::{BaseRef, Pin, Snapshot};
 use crate::store::Version;
 
@@ -258,56 +259,401 @@ impl PlanStamp {
 #[error("{0}")]
 pub struct PlanJsonError(pub String);
 
+/// What a planned change does to one resource instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation {
+    /// A new object.
+    Create,
+    /// An in-place update.
+    Update,
+    /// A destroy.
+    Delete,
+    /// A destroy and a create, in either order.
+    Replace,
+    /// Removed from the state, the object kept (`removed { lifecycle { destroy = false } }`).
+    Forget,
+    /// Only moved to a new address (`moved` block).
+    Move,
+    /// An existing object imported (`import` block).
+    Import,
+}
+
+impl Operation {
+    /// The name marks and messages use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "create",
+            Operation::Update => "update",
+            Operation::Delete => "delete",
+            Operation::Replace => "replace",
+            Operation::Forget => "forget",
+            Operation::Move => "move",
+            Operation::Import => "import",
+        }
+    }
+}
+
+/// One resource instance a plan changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlannedChange {
+    /// The instance address (a deposed object: `ADDR (deposed KEY)`).
+    pub address: String,
+    /// What the plan does to it.
+    pub operation: Operation,
+    /// The address it moves from, when a `moved` block moves it.
+    pub moved_from: Option<String>,
+    /// What it depends on: its state dependencies and its configuration's references (resource or `module.NAME` addresses).
+    pub dependencies: Vec<String>,
+}
+
+/// Everything a plan changes: resource instances (with what they depend on) and root outputs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChangeSet {
+    /// The resource instance changes, in the plan's order.
+    pub resources: Vec<PlannedChange>,
+    /// The root outputs whose value changes.
+    pub outputs: BTreeSet<String>,
+}
+
+fn actions(v: &serde_json::Value) -> Vec<String> {
+    v["actions"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn no_change(a: &[String]) -> bool {
+    a.is_empty() || a.iter().all(|x| x == "no-op" || x == "read")
+}
+
+/// The resource (or `module.NAME`) a configuration reference names, relative to module path `prefix`.
+fn referenced(prefix: &str, reference: &str) -> Option<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in reference.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            '"' if depth > 0 => in_string = true,
+            '[' => depth += 1,
+            ']' => depth = depth.saturating_sub(1),
+            '.' if depth == 0 => parts.push(std::mem::take(&mut current)),
+            c if depth == 0 => current.push(c),
+            _ => {}
+        }
+    }
+    parts.push(current);
+    match parts.as_slice() {
+        [first, ..]
+            if matches!(
+                first.as_str(),
+                "var" | "local" | "count" | "each" | "path" | "terraform" | "self" | "data"
+            ) =>
+        {
+            None
+        }
+        [module, name, ..] if module == "module" => Some(format!("{prefix}module.{name}")),
+        [ty, name, ..] => Some(format!("{prefix}{ty}.{name}")),
+        _ => None,
+    }
+}
+
+fn collect_references(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                if k == "references"
+                    && let Some(refs) = v.as_array()
+                {
+                    out.extend(refs.iter().filter_map(|r| r.as_str().map(str::to_string)));
+                } else {
+                    collect_references(v, out);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for i in items {
+                collect_references(i, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Each configured resource's dependencies (its references and `depends_on`), by absolute resource address.
+fn config_dependencies(
+    module: &serde_json::Value,
+    prefix: &str,
+    out: &mut BTreeMap<String, BTreeSet<String>>,
+) {
+    for r in module["resources"].as_array().into_iter().flatten() {
+        let Some(address) = r["address"].as_str() else {
+            continue;
+        };
+        let mut refs = Vec::new();
+        collect_references(&r["expressions"], &mut refs);
+        collect_references(&r["count_expression"], &mut refs);
+        collect_references(&r["for_each_expression"], &mut refs);
+        collect_references(&r["provisioners"], &mut refs);
+        refs.extend(
+            r["depends_on"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d.as_str().map(str::to_string)),
+        );
+        let deps = out.entry(format!("{prefix}{address}")).or_default();
+        deps.extend(refs.iter().filter_map(|r| referenced(prefix, r)));
+    }
+    if let Some(calls) = module["module_calls"].as_object() {
+        for (name, call) in calls {
+            config_dependencies(&call["module"], &format!("{prefix}module.{name}."), out);
+        }
+    }
+}
+
+/// Each instance's state dependencies (`depends_on` in `prior_state`), by instance address.
+fn state_dependencies(module: &serde_json::Value, out: &mut BTreeMap<String, Vec<String>>) {
+    for r in module["resources"].as_array().into_iter().flatten() {
+        if let Some(address) = r["address"].as_str() {
+            let deps = r["depends_on"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|d| d.as_str().map(str::to_string))
+                .collect();
+            out.insert(address.to_string(), deps);
+        }
+    }
+    for child in module["child_modules"].as_array().into_iter().flatten() {
+        state_dependencies(child, out);
+    }
+}
+
+impl ChangeSet {
+    /// The change set of `terraform show -json PLAN`.
+    pub fn from_plan_json(plan_json: &serde_json::Value) -> Result<ChangeSet, PlanJsonError> {
+        let mut config = BTreeMap::new();
+        config_dependencies(&plan_json["configuration"]["root_module"], "", &mut config);
+        let mut state = BTreeMap::new();
+        state_dependencies(
+            &plan_json["prior_state"]["values"]["root_module"],
+            &mut state,
+        );
+        let mut set = ChangeSet::default();
+        match plan_json.get("resource_changes") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Array(changes)) => {
+                for c in changes {
+                    let acts = actions(&c["change"]);
+                    let address = c["address"]
+                        .as_str()
+                        .ok_or_else(|| PlanJsonError("a resource change has no address".into()))?;
+                    if c["mode"].as_str() == Some("data") {
+                        continue;
+                    }
+                    let moved_from = c["previous_address"]
+                        .as_str()
+                        .filter(|p| *p != address)
+                        .map(str::to_string);
+                    let importing = c["change"]["importing"].is_object();
+                    let operation = match acts.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                        ["create"] => Operation::Create,
+                        ["update"] => Operation::Update,
+                        ["delete"] => Operation::Delete,
+                        ["delete", "create"] | ["create", "delete"] => Operation::Replace,
+                        ["forget"] => Operation::Forget,
+                        _ if !no_change(&acts) => Operation::Update,
+                        _ if importing => Operation::Import,
+                        _ if moved_from.is_some() => Operation::Move,
+                        _ => continue,
+                    };
+                    let full = match c["deposed"].as_str() {
+                        Some(d) => format!("{address} (deposed {d})"),
+                        None => address.to_string(),
+                    };
+                    let own = crate::engine::pending::resource_of(address);
+                    let mut deps: BTreeSet<String> = config.get(&own).cloned().unwrap_or_default();
+                    for from in [Some(address), moved_from.as_deref()].into_iter().flatten() {
+                        deps.extend(state.get(from).into_iter().flatten().cloned());
+                    }
+                    deps.remove(&own);
+                    set.resources.push(PlannedChange {
+                        address: full,
+                        operation,
+                        moved_from,
+                        dependencies: deps.into_iter().collect(),
+                    });
+                }
+            }
+            Some(_) => return Err(PlanJsonError("resource_changes is not a list".into())),
+        }
+        if let Some(outputs) = plan_json.get("output_changes").and_then(|o| o.as_object()) {
+            for (name, change) in outputs {
+                if !no_change(&actions(change)) {
+                    set.outputs.insert(name.clone());
+                }
+            }
+        }
+        Ok(set)
+    }
+
+    /// The record keys of the resource instances it changes (and the addresses they move from).
+    pub fn resource_keys(&self, layout: &Layout) -> BTreeSet<String> {
+        let mut keys = BTreeSet::new();
+        for c in &self.resources {
+            keys.insert(layout.resource_key(&c.address));
+            if let Some(from) = &c.moved_from {
+                keys.insert(layout.resource_key(from));
+            }
+        }
+        keys
+    }
+
+    /// Every record key it changes: resources, the addresses they move from, and outputs.
+    pub fn keys(&self, layout: &Layout) -> BTreeSet<String> {
+        let mut keys = self.resource_keys(layout);
+        keys.extend(self.outputs.iter().map(|o| layout.output_key(o)));
+        keys
+    }
+
+    /// The claims that cover it: each changed instance, and each address a move leaves.
+    pub fn wanted(&self) -> Vec<Wanted> {
+        let mut out = Vec::new();
+        for c in &self.resources {
+            out.push(Wanted {
+                address: c.address.clone(),
+                operation: c.operation.as_str().to_string(),
+                dependencies: c.dependencies.clone(),
+            });
+            if let Some(from) = &c.moved_from {
+                out.push(Wanted {
+                    address: from.clone(),
+                    operation: Operation::Move.as_str().to_string(),
+                    dependencies: c.dependencies.clone(),
+                });
+            }
+        }
+        out
+    }
+}
+
 /// The record keys a plan changes, from `terraform show -json PLAN`: resources, the addresses they moved from, and outputs.
 pub fn planned_changes(
     layout: &Layout,
     plan_json: &serde_json::Value,
 ) -> Result<BTreeSet<String>, PlanJsonError> {
-    let mut keys = BTreeSet::new();
-    let acts = |v: &serde_json::Value| -> Vec<String> {
-        v["actions"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let no_change = |a: &[String]| a.is_empty() || a.iter().all(|x| x == "no-op" || x == "read");
-    match plan_json.get("resource_changes") {
-        None | Some(serde_json::Value::Null) => {}
-        Some(serde_json::Value::Array(changes)) => {
-            for c in changes {
-                let actions = acts(&c["change"]);
-                let address = c["address"]
-                    .as_str()
-                    .ok_or_else(|| PlanJsonError("a resource change has no address".into()))?;
-                let moved_from = c["previous_address"].as_str().filter(|p| *p != address);
-                if no_change(&actions) && moved_from.is_none() {
-                    continue;
-                }
-                if c["mode"].as_str() == Some("data") {
-                    continue;
-                }
-                let full = match c["deposed"].as_str() {
-                    Some(d) => format!("{address} (deposed {d})"),
-                    None => address.to_string(),
-                };
-                keys.insert(layout.resource_key(&full));
-                if let Some(from) = moved_from {
-                    keys.insert(layout.resource_key(from));
-                }
-            }
-        }
-        Some(_) => return Err(PlanJsonError("resource_changes is not a list".into())),
+    Ok(ChangeSet::from_plan_json(plan_json)?.keys(layout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::layout::EstateName;
+    use serde_json::json;
+
+    /// Trimmed from `terraform show -json` of a plan with a replace, an update, a move, a module and a data source.
+    fn plan() -> serde_json::Value {
+        json!({
+            "resource_changes": [
+                {"address": "terraform_data.a", "mode": "managed", "change": {"actions": ["delete", "create"]}},
+                {"address": "terraform_data.b", "mode": "managed", "change": {"actions": ["update"]}},
+                {"address": "terraform_data.c2", "previous_address": "terraform_data.c", "mode": "managed", "change": {"actions": ["no-op"]}},
+                {"address": "terraform_data.same", "mode": "managed", "change": {"actions": ["no-op"]}},
+                {"address": "terraform_data.imp", "mode": "managed", "change": {"actions": ["no-op"], "importing": {"id": "i-1"}}},
+                {"address": "terraform_data.dep", "deposed": "1b6df766", "mode": "managed", "change": {"actions": ["delete"]}},
+                {"address": "terraform_data.gone", "mode": "managed", "change": {"actions": ["forget"]}},
+                {"address": "module.m[0].terraform_data.z[\"k\"]", "mode": "managed", "change": {"actions": ["create"]}},
+                {"address": "data.terraform_remote_state.rd", "mode": "data", "change": {"actions": ["read"]}}
+            ],
+            "output_changes": {"ids": {"actions": ["update"]}, "same": {"actions": ["no-op"]}},
+            "configuration": {"root_module": {
+                "resources": [
+                    {"address": "terraform_data.a", "expressions": {"input": {"constant_value": "A"}}},
+                    {"address": "terraform_data.b",
+                     "expressions": {"input": {"references": ["terraform_data.a.id", "terraform_data.a", "var.x", "local.l"]}},
+                     "depends_on": ["terraform_data.c2"]}
+                ],
+                "module_calls": {"m": {"module": {"resources": [
+                    {"address": "terraform_data.z",
+                     "expressions": {"input": {"references": ["terraform_data.w[0].id", "module.n.out", "data.x.y.id", "each.key"]}}}
+                ]}}}
+            }},
+            "prior_state": {"values": {"root_module": {"resources": [
+                {"address": "terraform_data.b", "depends_on": ["terraform_data.a", "terraform_data.c"]}
+            ]}}}
+        })
     }
-    if let Some(outputs) = plan_json.get("output_changes").and_then(|o| o.as_object()) {
-        for (name, change) in outputs {
-            if !no_change(&acts(change)) {
-                keys.insert(layout.output_key(name));
-            }
-        }
+
+    #[test]
+    fn a_plans_change_set_with_operations_and_dependencies() {
+        let set = ChangeSet::from_plan_json(&plan()).unwrap();
+        let ops: Vec<(&str, Operation)> = set
+            .resources
+            .iter()
+            .map(|c| (c.address.as_str(), c.operation))
+            .collect();
+        assert_eq!(
+            ops,
+            [
+                ("terraform_data.a", Operation::Replace),
+                ("terraform_data.b", Operation::Update),
+                ("terraform_data.c2", Operation::Move),
+                ("terraform_data.imp", Operation::Import),
+                ("terraform_data.dep (deposed 1b6df766)", Operation::Delete),
+                ("terraform_data.gone", Operation::Forget),
+                ("module.m[0].terraform_data.z[\"k\"]", Operation::Create),
+            ]
+        );
+        let b = &set.resources[1];
+        assert_eq!(
+            b.dependencies,
+            ["terraform_data.a", "terraform_data.c", "terraform_data.c2"]
+        );
+        assert_eq!(
+            set.resources[6].dependencies,
+            ["module.m.module.n", "module.m.terraform_data.w"]
+        );
+        assert_eq!(set.outputs, ["ids".to_string()].into());
+        let wanted = set.wanted();
+        assert!(
+            wanted
+                .iter()
+                .any(|w| w.address == "terraform_data.c" && w.operation == "move")
+        );
+        let layout = Layout::new(EstateName::parse("e").unwrap());
+        let keys = set.keys(&layout);
+        assert!(keys.contains(&layout.resource_key("terraform_data.c")));
+        assert!(keys.contains(&layout.output_key("ids")));
+        assert!(
+            !set.resource_keys(&layout)
+                .contains(&layout.output_key("ids"))
+        );
+        assert_eq!(planned_changes(&layout, &plan()).unwrap(), keys);
     }
-    Ok(keys)
+
+    #[test]
+    fn a_malformed_plan_is_refused_by_name() {
+        assert!(ChangeSet::from_plan_json(&json!({"resource_changes": 3})).is_err());
+        assert!(ChangeSet::from_plan_json(&json!({"resource_changes": [{"change": {}}]})).is_err());
+        assert_eq!(
+            ChangeSet::from_plan_json(&json!({})).unwrap(),
+            ChangeSet::default()
+        );
+    }
 }

@@ -113,7 +113,14 @@ impl Root {
 
     /// `choudoufu-live run -- terraform <args>` as a command, not yet started.
     pub fn run_cmd(&self, args: &[&str]) -> Command {
-        let mut all = vec!["run", "--", self.tf.as_str()];
+        self.run_cmd_with(&[], args)
+    }
+
+    /// `choudoufu-live run <opts> -- terraform <args>` (e.g. `--wait=2m`), not yet started.
+    pub fn run_cmd_with(&self, opts: &[&str], args: &[&str]) -> Command {
+        let mut all = vec!["run"];
+        all.extend_from_slice(opts);
+        all.extend_from_slice(&["--", self.tf.as_str()]);
         all.extend_from_slice(args);
         let mut c = self.cli(&all);
         if args.iter().any(|a| {
@@ -142,10 +149,20 @@ impl Root {
         out
     }
 
+    /// Run `choudoufu-live run <opts> -- terraform <args>` to the end.
+    pub fn run_with(&self, opts: &[&str], args: &[&str]) -> Output {
+        self.run_cmd_with(opts, args).output().unwrap()
+    }
+
     /// Start a run in the background, in its own process group.
     pub fn spawn(&self, args: &[&str]) -> Child {
+        self.spawn_with(&[], args)
+    }
+
+    /// Start `choudoufu-live run <opts> -- terraform <args>` in the background, in its own process group.
+    pub fn spawn_with(&self, opts: &[&str], args: &[&str]) -> Child {
         use std::os::unix::process::CommandExt;
-        let mut c = self.run_cmd(args);
+        let mut c = self.run_cmd_with(opts, args);
         c.stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
@@ -243,4 +260,54 @@ pub fn interval(trace: &Path, name: &str) -> (f64, f64) {
             .unwrap_or_else(|| panic!("no {name} {what} in trace:\n{t}"))
     };
     (find("start"), find("end"))
+}
+
+/// One provider call a fixture's `local-exec` noted: `NAME start TIME VALUE` and `NAME end TIME`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    pub name: String,
+    pub value: String,
+    pub start: f64,
+    pub end: Option<f64>,
+}
+
+/// The provider calls in a calls file (the claims fixture's `calls_file`), in the order they started.
+pub fn calls(file: &Path) -> Vec<Call> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut out: Vec<Call> = Vec::new();
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            [name, "start", t, value @ ..] => out.push(Call {
+                name: name.to_string(),
+                value: value.join(" "),
+                start: t.parse().unwrap(),
+                end: None,
+            }),
+            [name, "end", t] => {
+                if let Some(c) = out
+                    .iter_mut()
+                    .rev()
+                    .find(|c| c.name == *name && c.end.is_none())
+                {
+                    c.end = Some(t.parse().unwrap());
+                }
+            }
+            _ => {}
+        }
+    }
+    out.sort_by(|a, b| a.start.total_cmp(&b.start));
+    out
+}
+
+/// Wait until the calls file shows `name` started (a run is in its provider call).
+pub fn wait_for_call(file: &Path, name: &str, limit: Duration) {
+    let started = Instant::now();
+    while !calls(file).iter().any(|c| c.name == name) {
+        assert!(
+            started.elapsed() < limit,
+            "no provider call of {name} within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

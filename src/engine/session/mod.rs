@@ -19,6 +19,7 @@ use tokio::sync::{Mutex, OnceCell};
 
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::Layout;
+use crate::engine::pending::Claims;
 use crate::engine::program::ProgramStamp;
 use crate::engine::read_cache::ReadCache;
 use crate::engine::record::{CorruptRecord, EstateMeta, Record};
@@ -136,13 +137,21 @@ pub struct Pin {
     pub changes: BTreeSet<String>,
 }
 
-/// A session's view: the last read, the write base, and a saved plan's pin.
+/// A session's view: the last read, the write base, a saved plan's pin, and what the run claimed.
 #[derive(Debug, Default)]
 struct View {
     snapshot: Snapshot,
     base: BTreeMap<String, BaseRef>,
     pin: Option<Pin>,
     served: Option<(String, u64)>,
+    /// The keys this run's plan changes; a write of any other record is skipped when another run moved or holds it.
+    changes: Option<BTreeSet<String>>,
+    /// This run's claims, whose marks are cleared as their records land.
+    claims: Option<Arc<Claims>>,
+    /// Whether a refused output write is left for the door to reconcile instead of being a conflict.
+    reconcile_outputs: bool,
+    /// Outputs whose write met another run's newer value.
+    stale_outputs: BTreeSet<String>,
 }
 
 /// One run's session on an estate.
@@ -241,7 +250,31 @@ impl Session {
         }
         let mut view = self.view.lock().await;
         view.base = pin.base.clone();
+        view.changes = Some(pin.changes.clone());
         view.pin = Some(pin);
+    }
+
+    /// Limit this run's own changes to `keys`: a write of any other record is skipped (counted, never a conflict) when another run moved it or holds its claim.
+    pub async fn limit_changes(&self, keys: BTreeSet<String>) {
+        self.view.lock().await.changes = Some(keys);
+    }
+
+    /// Clear `claims`' marks as their records land.
+    pub async fn hold(&self, claims: Arc<Claims>) {
+        self.view.lock().await.claims = Some(claims);
+    }
+
+    /// Leave refused output writes to the door (see [`Session::stale_outputs`]) instead of reporting them as conflicts.
+    pub async fn reconcile_outputs(&self) {
+        if cut(Mechanism::OutputReconcile) {
+            return;
+        }
+        self.view.lock().await.reconcile_outputs = true;
+    }
+
+    /// The outputs whose write met another run's newer value, so far.
+    pub async fn stale_outputs(&self) -> BTreeSet<String> {
+        self.view.lock().await.stale_outputs.clone()
     }
 
     /// A copy of the last read.
@@ -259,7 +292,8 @@ impl Session {
         self.view.lock().await.served.clone()
     }
 
-    async fn check_guard(&self) -> Result<(), SessionError> {
+    /// Run the store's write guard (once per session): before anything of this run is written.
+    pub async fn check_guard(&self) -> Result<(), SessionError> {
         if let Some(guard) = &self.guard {
             self.guard_passed.get_or_try_init(|| guard.check()).await?;
         }

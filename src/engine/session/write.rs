@@ -9,6 +9,8 @@ use thiserror::Error;
 
 use super::{BaseEntry, BaseRef, SessionError, View, initial_lineage, trace};
 use crate::cut::{Mechanism, cut};
+use crate::engine::layout::{KeyKind, Layout};
+use crate::engine::pending;
 use crate::engine::program::now_rfc3339;
 use crate::engine::record::{CorruptRecord, ESTATE_FORMAT, EstateMeta, Record, Writer};
 use crate::engine::state;
@@ -84,8 +86,10 @@ pub struct WriteReport {
     pub unchanged: usize,
     /// Deletes that found the record already gone.
     pub already_gone: Vec<String>,
-    /// Records a saved plan does not change whose write was skipped: another run moved them.
+    /// Records this run's plan does not change whose write was skipped: another run moved them, or holds their claim.
     pub skipped: Vec<String>,
+    /// Outputs whose write met another run's newer value, left for the door to reconcile.
+    pub stale_outputs: Vec<String>,
     /// Records another run changed after this run read them; nothing of these was written.
     #[serde(skip)]
     pub conflicts: Vec<RecordConflict>,
@@ -116,6 +120,7 @@ impl WriteReport {
             &mut self.deleted,
             &mut self.already_gone,
             &mut self.skipped,
+            &mut self.stale_outputs,
         ] {
             list.sort();
         }
@@ -157,8 +162,10 @@ enum Done {
         key: String,
         conflict: RecordConflict,
     },
-    /// A refused write of a record a saved plan does not change.
+    /// A write of a record this run's plan does not change, skipped: another run moved it or holds it.
     Skipped { address: String },
+    /// A refused output write, left for the door to reconcile.
+    StaleOutput { name: String },
 }
 
 impl super::Session {
@@ -199,16 +206,21 @@ impl super::Session {
         if view.snapshot.estate.is_none() {
             view.snapshot.estate = Some(self.ensure_estate(&split.lineage).await?);
         }
+        let ops = self.skip_held(&view, ops, &mut report).await?;
         let results: Vec<Result<Done, SessionError>> = stream::iter(ops)
             .map(|op| self.apply(op))
             .buffer_unordered(self.parallel)
             .collect()
             .await;
         let mut first_error = None;
+        let mut landed = Vec::new();
         for result in results {
             match result {
                 Ok(done) => {
-                    let done = excuse(&view, done);
+                    let done = excuse(&view, &self.layout, done);
+                    if let Some(address) = landed_resource(&self.layout, &done) {
+                        landed.push(address);
+                    }
                     advance(&mut view, done, &mut report)
                 }
                 Err(e) => {
@@ -216,11 +228,79 @@ impl super::Session {
                 }
             }
         }
+        self.clear_landed(&view, landed).await;
         if let Some(e) = first_error {
             return Err(e);
         }
         report.sort();
         Ok(report)
+    }
+
+    /// Leave out writes of records outside this run's changes that another live run holds: its change comes first.
+    async fn skip_held(
+        &self,
+        view: &View,
+        ops: Vec<Op>,
+        report: &mut WriteReport,
+    ) -> Result<Vec<Op>, SessionError> {
+        let Some(changes) = &view.changes else {
+            return Ok(ops);
+        };
+        if cut(Mechanism::RefreshSkip) {
+            return Ok(ops);
+        }
+        let judged: Vec<Result<(Op, bool), SessionError>> = stream::iter(ops)
+            .map(|op| async move {
+                let (key, address) = match &op {
+                    Op::Put { key, record, .. } => (key, record.address().to_string()),
+                    Op::Delete { key, address, .. } => (key, address.clone()),
+                };
+                if changes.contains(key) || self.layout.classify(key) != Some(KeyKind::Resource) {
+                    return Ok((op, false));
+                }
+                let held = pending::held_by_other(
+                    &self.store,
+                    &self.layout,
+                    &self.run.run_id,
+                    &address,
+                )
+                .await?;
+                if let Some(holder) = &held {
+                    tracing::info!(address = %address, holder = %holder.run_id, "skipped a record this run's plan does not change: another live run holds its claim");
+                }
+                Ok((op, held.is_some()))
+            })
+            .buffer_unordered(self.parallel)
+            .collect()
+            .await;
+        let mut keep = Vec::new();
+        for j in judged {
+            match j? {
+                (Op::Put { record, .. }, true) => report.skipped.push(record.address().to_string()),
+                (Op::Delete { address, .. }, true) => report.skipped.push(address),
+                (op, false) => keep.push(op),
+            }
+        }
+        Ok(keep)
+    }
+
+    /// Clear the claims of the resources whose records landed (not while a deposed object of theirs is left).
+    async fn clear_landed(&self, view: &View, landed: Vec<String>) {
+        let Some(claims) = &view.claims else { return };
+        let done: Vec<String> = landed
+            .into_iter()
+            .filter(|a| {
+                let deposed = format!("{a} (deposed ");
+                !view
+                    .snapshot
+                    .records
+                    .values()
+                    .any(|e| e.record.address().starts_with(&deposed))
+            })
+            .collect();
+        if let Err(e) = claims.landed(&done).await {
+            tracing::warn!(error = %e, "could not clear the claims of records that landed; they are released when the run ends");
+        }
     }
 
     async fn ensure_estate(&self, lineage: &str) -> Result<(EstateMeta, Version), SessionError> {
@@ -359,16 +439,40 @@ fn diff(
     ops
 }
 
-/// Under a saved plan, a refused write of a record the plan does not change is skipped, not a conflict.
-fn excuse(view: &View, done: Done) -> Done {
-    match (&view.pin, done) {
-        (Some(pin), Done::Refused { key, conflict }) if !pin.changes.contains(&key) => {
-            tracing::info!(key = %key, "skipped a record the saved plan does not change: another run moved it");
+/// A refused output write is stale (when the door reconciles outputs); a refused write of a record the plan does not change is skipped. Neither is a conflict.
+fn excuse(view: &View, layout: &Layout, done: Done) -> Done {
+    match done {
+        Done::Refused { key, conflict }
+            if view.reconcile_outputs && layout.classify(&key) == Some(KeyKind::Output) =>
+        {
+            tracing::info!(output = %conflict.address, "an output met another run's newer value; left to reconcile");
+            Done::StaleOutput {
+                name: conflict.address,
+            }
+        }
+        Done::Refused { key, conflict }
+            if view.changes.as_ref().is_some_and(|c| !c.contains(&key))
+                && !cut(Mechanism::RefreshSkip) =>
+        {
+            tracing::info!(key = %key, "skipped a record this run's plan does not change: another run moved it");
             Done::Skipped {
                 address: conflict.address,
             }
         }
-        (_, done) => done,
+        done => done,
+    }
+}
+
+/// The resource address whose record landed, if `done` is one.
+fn landed_resource(layout: &Layout, done: &Done) -> Option<String> {
+    match done {
+        Done::Put { key, entry, .. } if layout.classify(key) == Some(KeyKind::Resource) => {
+            Some(entry.record.address().to_string())
+        }
+        Done::Deleted { key, address, .. } if layout.classify(key) == Some(KeyKind::Resource) => {
+            Some(address.clone())
+        }
+        _ => None,
     }
 }
 
@@ -376,6 +480,10 @@ fn excuse(view: &View, done: Done) -> Done {
 fn advance(view: &mut View, done: Done, report: &mut WriteReport) {
     match done {
         Done::Skipped { address } => report.skipped.push(address),
+        Done::StaleOutput { name } => {
+            view.stale_outputs.insert(name.clone());
+            report.stale_outputs.push(name);
+        }
         Done::Refused { conflict, .. } => report.conflicts.push(conflict),
         Done::Put {
             key,

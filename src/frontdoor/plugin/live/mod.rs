@@ -475,18 +475,25 @@ impl Live for LiveService {
                     .lock()
                     .await
                     .insert(req.address.clone(), marked.version);
-                let mut diagnostics = Vec::new();
+                let diagnostics = pending::takeover_messages(&marked.taken_over)
+                    .into_iter()
+                    .map(|m| {
+                        diag(
+                            pb::diagnostic::Severity::Warning,
+                            "Took over a pending operation",
+                            &m,
+                            &req.address,
+                        )
+                    })
+                    .collect();
                 let taken_over = marked
                     .taken_over
                     .into_iter()
-                    .map(|t| {
-                        diagnostics.push(diag(
-                            pb::diagnostic::Severity::Warning,
-                            "Took over a pending operation",
-                            &format!("run {} is gone; it left {} in flight ({} since {}); this run takes it over: check the live object before changing it", t.run_id, t.address, t.operation, t.since),
-                            &t.address,
-                        ));
-                        pb::TakenOver { address: t.address, run_id: t.run_id, operation: t.operation, since: t.since }
+                    .map(|t| pb::TakenOver {
+                        address: t.address,
+                        run_id: t.run_id,
+                        operation: t.operation,
+                        since: t.since,
                     })
                     .collect();
                 Ok(Response::new(pb::BeginChangeResponse {
@@ -495,20 +502,19 @@ impl Live for LiveService {
                     diagnostics,
                 }))
             }
-            Ok(Err(refused)) => Ok(Response::new(pb::BeginChangeResponse {
-                outcome: {
-                    crate::telemetry::metrics()
-                        .conflicts(crate::telemetry::ConflictKind::InFlight, 1);
-                    O::Refused as i32
-                },
-                taken_over: vec![],
-                diagnostics: vec![diag(
-                    pb::diagnostic::Severity::Error,
-                    "InFlightDependencyError",
-                    &refused.to_string(),
-                    &refused.address,
-                )],
-            })),
+            Ok(Err(refused)) => {
+                crate::telemetry::metrics().conflicts(crate::telemetry::ConflictKind::InFlight, 1);
+                Ok(Response::new(pb::BeginChangeResponse {
+                    outcome: O::Refused as i32,
+                    taken_over: vec![],
+                    diagnostics: vec![diag(
+                        pb::diagnostic::Severity::Error,
+                        refused.name(),
+                        &refused.to_string(),
+                        &req.address,
+                    )],
+                }))
+            }
             Err(e) => Err(Status::internal(e.to_string())),
         }
     }

@@ -1,0 +1,201 @@
+//! Terraform's child processes: their environment, signals, `show -json`, and the private folder for temporary plans.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::process::Command;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::RunError;
+use crate::frontdoor::http::Server;
+
+/// The interrupt and terminate signals, caught for the whole run.
+pub struct Signals {
+    interrupts: tokio::signal::unix::Signal,
+    terms: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Catch SIGINT and SIGTERM from now on.
+    pub fn install() -> std::io::Result<Signals> {
+        Ok(Signals {
+            interrupts: signal(SignalKind::interrupt())?,
+            terms: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Wait for either signal.
+    pub async fn stop(&mut self) {
+        tokio::select! {
+            _ = self.interrupts.recv() => {}
+            _ = self.terms.recv() => {}
+        }
+    }
+}
+
+/// Point terraform's `backend "http"` at this run's server.
+pub fn child_env(cmd: &mut Command, server: &Server) {
+    cmd.env("TF_HTTP_ADDRESS", server.state_url());
+    for var in ["TF_HTTP_LOCK_ADDRESS", "TF_HTTP_UNLOCK_ADDRESS"] {
+        if std::env::var_os(var).is_some() {
+            // Lock requests reach this run's server, which holds nothing.
+            cmd.env(var, server.state_url());
+        }
+    }
+}
+
+/// One terraform program and its global options (`-chdir=DIR`).
+#[derive(Clone, Debug)]
+pub struct Terraform {
+    /// The program: terraform or tofu.
+    pub program: String,
+    /// The options before the subcommand.
+    pub global: Vec<String>,
+}
+
+impl Terraform {
+    /// Run `program [global] args` against `server`, its input and output passed through.
+    ///
+    /// SIGINT reaches terraform from the terminal too: it stops gracefully and saves its state,
+    /// and this waits. SIGTERM is passed on.
+    pub async fn run(
+        &self,
+        args: &[String],
+        server: &Server,
+        env: &[(&str, &str)],
+        signals: &mut Signals,
+    ) -> Result<ExitStatus, RunError> {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.global)
+            .args(args)
+            .stdin(Stdio::inherit())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        child_env(&mut cmd, server);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().map_err(|source| RunError::Start {
+            program: self.program.clone(),
+            source,
+        })?;
+        loop {
+            tokio::select! {
+                status = child.wait() => return Ok(status?),
+                _ = signals.interrupts.recv() => {
+                    tracing::info!("interrupt: waiting for {} to stop", self.program);
+                }
+                _ = signals.terms.recv() => {
+                    if let Some(pid) = child.id() {
+                        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `terraform show -json PLAN`: the plan as JSON (it reads no state).
+    pub async fn show_json(&self, plan: &Path) -> Result<serde_json::Value, RunError> {
+        let abs = std::fs::canonicalize(plan).map_err(|source| RunError::File {
+            what: format!("cannot read the plan {}", plan.display()),
+            source,
+        })?;
+        let out = Command::new(&self.program)
+            .args(self.global.iter().filter(|a| a.contains("chdir=")))
+            .args(["show", "-json"])
+            .arg(&abs)
+            // `show` of a plan file reads no state; an address that answers nothing keeps it that way.
+            .env(
+                "TF_HTTP_ADDRESS",
+                "http://127.0.0.1:9/choudoufu-live-show-reads-no-state",
+            )
+            .stdin(Stdio::null())
+            .output()
+            .await
+            .map_err(|source| RunError::Start {
+                program: format!("{} show", self.program),
+                source,
+            })?;
+        if !out.status.success() {
+            return Err(RunError::Show(format!(
+                "{} show -json {} failed: {}",
+                self.program,
+                plan.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        serde_json::from_slice(&out.stdout)
+            .map_err(|e| RunError::Show(format!("{} show -json gave no JSON: {e}", self.program)))
+    }
+}
+
+/// Terraform's exit status as a number (128 + the signal when it was killed).
+pub fn code(status: ExitStatus) -> i32 {
+    match status.code() {
+        Some(code) => code,
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            128 + status.signal().unwrap_or(0)
+        }
+    }
+}
+
+const PLAN_DIR_PREFIX: &str = "choudoufu-live-plan-";
+
+/// A folder only this user can read (0700) for the run's temporary plans, removed when dropped.
+///
+/// A plan file holds the values terraform will apply, secrets included. Folders that killed
+/// runs left are removed by the next run of the same user.
+#[derive(Debug)]
+pub struct PlanDir(tempfile::TempDir);
+
+impl PlanDir {
+    /// A fresh folder in the system's temporary folder (`TMPDIR`).
+    pub fn new() -> Result<PlanDir, RunError> {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{PLAN_DIR_PREFIX}{}-", std::process::id()))
+            .tempdir()
+            .map_err(|source| RunError::File {
+                what: "cannot make a private folder for the plan".into(),
+                source,
+            })?;
+        if let Ok(meta) = std::fs::metadata(dir.path()) {
+            sweep_dead(meta.uid());
+        }
+        Ok(PlanDir(dir))
+    }
+
+    /// The path of a plan file in it.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.0.path().join(name)
+    }
+}
+
+/// Remove plan folders of this user whose run is gone.
+fn sweep_dead(me: u32) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(pid) = name
+            .strip_prefix(PLAN_DIR_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+        let gone = matches!(
+            kill(Pid::from_raw(pid), None),
+            Err(nix::errno::Errno::ESRCH)
+        );
+        if ours && gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! Claims at the engine, raced on real stores (a local folder, S3 on moto): all or nothing, one
+//! holder per change, and a session that skips records another run holds and clears its own
+//! claims as their records land.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::pending::{self, Claims, Liveness, Wanted};
+use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::session::{RunInfo, Session};
+use common::state::doc;
+use common::{Fixture, Kind};
+use tokio::sync::Barrier;
+
+const RUNS: usize = 8;
+const ROUNDS: usize = 5;
+
+fn want(address: &str, deps: &[&str]) -> Wanted {
+    Wanted {
+        address: address.to_string(),
+        operation: "update".into(),
+        dependencies: deps.iter().map(|d| d.to_string()).collect(),
+    }
+}
+
+async fn live(f: &Fixture, layout: &Layout, run: &str) -> Arc<Liveness> {
+    Liveness::start(
+        f.peer().await,
+        layout.clone(),
+        run,
+        ProgramStamp::default(),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap()
+}
+
+/// Eight runs each claim a shared change and one of their own at once: exactly one gets both, the others hold nothing.
+async fn claims_are_all_or_nothing(kind: Kind) {
+    let f = Fixture::new(kind, "claimrace").await;
+    let layout = Layout::new(EstateName::parse("race").unwrap());
+    let mut lives = Vec::new();
+    for i in 0..RUNS {
+        lives.push(live(&f, &layout, &format!("run-{i}")).await);
+    }
+    for round in 0..ROUNDS {
+        let shared = format!("terraform_data.shared{round}");
+        let barrier = Arc::new(Barrier::new(RUNS));
+        let mut tasks = Vec::new();
+        for i in 0..RUNS {
+            let store = f.peer().await;
+            let layout = layout.clone();
+            let barrier = barrier.clone();
+            let wanted = vec![
+                want(&shared, &[]),
+                want(&format!("terraform_data.own{round}_{i}"), &[]),
+            ];
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                Claims::claim(&store, &layout, &format!("run-{i}"), &wanted)
+                    .await
+                    .unwrap()
+            }));
+        }
+        let mut held = Vec::new();
+        for (i, t) in tasks.into_iter().enumerate() {
+            if let Ok(claims) = t.await.unwrap() {
+                held.push((i, claims));
+            }
+        }
+        assert_eq!(
+            held.len(),
+            1,
+            "round {round}: exactly one run holds the shared change"
+        );
+        let (winner, claims) = &held[0];
+        let marks: BTreeSet<String> = pending::read_marks(&f.store, &layout)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(m, _)| {
+                assert_eq!(m.run_id, format!("run-{winner}"), "round {round}: {m:?}");
+                m.address
+            })
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                shared.clone(),
+                format!("terraform_data.own{round}_{winner}")
+            ]
+            .into(),
+            "round {round}: the losers hold nothing"
+        );
+        assert_eq!(claims.release().await.unwrap(), 2);
+        assert!(
+            pending::read_marks(&f.store, &layout)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    for l in lives {
+        l.end().await.unwrap();
+    }
+}
+
+/// Two runs claiming related resources at once: they never both hold them.
+async fn related_claims_never_both_land(kind: Kind) {
+    let f = Fixture::new(kind, "deprace").await;
+    let layout = Layout::new(EstateName::parse("deps").unwrap());
+    let _x = live(&f, &layout, "run-x").await;
+    let _y = live(&f, &layout, "run-y").await;
+    for round in 0..ROUNDS {
+        let (x, y) = (
+            format!("terraform_data.x{round}"),
+            format!("terraform_data.y{round}"),
+        );
+        let barrier = Arc::new(Barrier::new(2));
+        let claim =
+            |store: choudoufu_live::store::DynStore, run: &'static str, wanted: Vec<Wanted>| {
+                let barrier = barrier.clone();
+                let layout = layout.clone();
+                async move {
+                    barrier.wait().await;
+                    Claims::claim(&store, &layout, run, &wanted).await.unwrap()
+                }
+            };
+        let (sx, sy) = (f.peer().await, f.peer().await);
+        let (rx, ry) = tokio::join!(
+            claim(sx, "run-x", vec![want(&x, &[])]),
+            claim(sy, "run-y", vec![want(&y, &[x.as_str()])]),
+        );
+        assert!(
+            !(rx.is_ok() && ry.is_ok()),
+            "round {round}: y and the x it depends on were both claimed"
+        );
+        for c in [rx.ok(), ry.ok()].into_iter().flatten() {
+            c.release().await.unwrap();
+        }
+    }
+}
+
+/// A session skips a record outside its changes that another live run holds, and clears its own claims as records land.
+async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
+    let f = Fixture::new(kind, "sessclaims").await;
+    let layout = Layout::new(EstateName::parse("sess").unwrap());
+    let run = |id: &str| RunInfo {
+        run_id: id.to_string(),
+        program: ProgramStamp::default(),
+    };
+    let seed = Session::open(f.peer().await, layout.clone(), run("seed"))
+        .await
+        .unwrap();
+    seed.write_state(&doc("l", &[("db", "1"), ("dns", "1")]))
+        .await
+        .unwrap();
+    // Run R holds db.
+    let _r = live(&f, &layout, "r").await;
+    let r_claims = Claims::claim(&f.store, &layout, "r", &[want("terraform_data.db", &[])])
+        .await
+        .unwrap()
+        .unwrap();
+    // Run S changes dns only, and its document rewrites db too (as a refresh would).
+    let _s = live(&f, &layout, "s").await;
+    let s_claims = Arc::new(
+        Claims::claim(&f.store, &layout, "s", &[want("terraform_data.dns", &[])])
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let s = Session::open(f.peer().await, layout.clone(), run("s"))
+        .await
+        .unwrap();
+    s.limit_changes([layout.resource_key("terraform_data.dns")].into())
+        .await;
+    s.hold(s_claims.clone()).await;
+    let report = s
+        .write_state(&doc("l", &[("db", "refreshed"), ("dns", "2")]))
+        .await
+        .unwrap();
+    assert_eq!(report.updated, ["terraform_data.dns"]);
+    assert_eq!(report.skipped, ["terraform_data.db"]);
+    assert!(report.conflicts.is_empty());
+    assert!(
+        s_claims.addresses().is_empty(),
+        "dns's claim was cleared as it landed"
+    );
+    let marks: Vec<String> = pending::read_marks(&f.store, &layout)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(m, _)| m.address)
+        .collect();
+    assert_eq!(marks, ["terraform_data.db"], "R's claim stands");
+    // R's own change of db lands against the version it read: S did not move it.
+    let r = Session::open(f.peer().await, layout.clone(), run("r"))
+        .await
+        .unwrap();
+    let report = r
+        .write_state(&doc("l", &[("db", "2"), ("dns", "2")]))
+        .await
+        .unwrap();
+    assert!(report.conflicts.is_empty(), "{report:?}");
+    assert_eq!(report.updated, ["terraform_data.db"]);
+    r_claims.release().await.unwrap();
+}
+
+macro_rules! stores {
+    ($($name:ident),* $(,)?) => {
+        mod local {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $name() { super::$name(super::Kind::Local).await; })*
+        }
+        mod s3 {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $name() { super::$name(super::Kind::S3).await; })*
+        }
+    };
+}
+
+stores!(
+    claims_are_all_or_nothing,
+    related_claims_never_both_land,
+    a_session_skips_held_records_and_clears_its_claims,
+);
