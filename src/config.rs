@@ -58,6 +58,26 @@ pub enum ConfigError {
         /// The root folder.
         root: PathBuf,
     },
+    /// `.terraform/terraform.tfstate` stores a backend setting that wins over the ones `run` gives terraform.
+    #[error(
+        "{file} stores backend \"http\" `{setting}` (set by `terraform init -backend-config=...`); terraform would use it instead of this run's own state server and bypass choudoufu-live, so terraform was not started and nothing was read or written. Clear it with `choudoufu-live run -- terraform init -reconfigure`, without -backend-config for {BACKEND_SETTINGS_RUN_SETS}"
+    )]
+    StoredBackend {
+        /// The backend file.
+        file: PathBuf,
+        /// The stored setting.
+        setting: String,
+    },
+    /// `init -backend-config` sets what `run` gives terraform itself.
+    #[error(
+        "{arg}: -backend-config sets `{setting}`, which `choudoufu-live run` gives terraform itself (this run's own state server and its credentials); remove it. Nothing was started."
+    )]
+    BackendConfigArg {
+        /// The argument (or the file it names).
+        arg: String,
+        /// The setting it sets.
+        setting: String,
+    },
     /// A file that could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -239,12 +259,12 @@ pub fn check_http_backend(root: &Path) -> Result<(), ConfigError> {
                         ),
                     ));
                 }
-                for attr in ["address", "lock_address", "unlock_address"] {
+                for attr in BACKEND_SETTINGS_RUN_SETS_LIST {
                     if let Some(a) = backend.body.get_attribute(attr) {
                         return Err(ctx.invalid(
                             a.span(),
                             format!(
-                                "backend \"http\" sets `{attr}`; remove it: `choudoufu-live run` gives terraform the address of its own per-run server"
+                                "backend \"http\" sets `{attr}`; remove it: `choudoufu-live run` gives terraform the address and credentials of its own per-run server"
                             ),
                         ));
                     }
@@ -266,6 +286,115 @@ pub fn check_http_backend(root: &Path) -> Result<(), ConfigError> {
             root: root.to_path_buf(),
         })
     }
+}
+
+/// The http backend settings `run` gives terraform itself; set anywhere else, they would win over its own.
+const BACKEND_SETTINGS_RUN_SETS_LIST: [&str; 5] = [
+    "address",
+    "lock_address",
+    "unlock_address",
+    "username",
+    "password",
+];
+/// The same, as the error messages list them.
+const BACKEND_SETTINGS_RUN_SETS: &str =
+    "address, lock_address, unlock_address, username or password";
+
+/// Refuse, before terraform starts, backend settings stored or given that would bypass `run`'s own server.
+///
+/// `terraform init -backend-config=address=...` stores the address in
+/// `.terraform/terraform.tfstate` (or `$TF_DATA_DIR/terraform.tfstate`), and a stored value
+/// wins over `TF_HTTP_ADDRESS`: terraform would silently talk to that address instead. `init`
+/// itself rewrites that file, so for `init` the `-backend-config` arguments are checked instead.
+/// `args` are terraform's arguments (after the program name).
+pub fn check_stored_backend(args: &[String]) -> Result<(), ConfigError> {
+    if crate::cut::cut(crate::cut::Mechanism::StoredBackend) {
+        return Ok(());
+    }
+    let flags: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .take_while(|a| a.starts_with('-'))
+        .collect();
+    let dir = flags
+        .iter()
+        .find_map(|a| a.strip_prefix("-chdir="))
+        .map_or_else(|| PathBuf::from("."), PathBuf::from);
+    let subcommand = args
+        .iter()
+        .map(String::as_str)
+        .find(|a| !a.starts_with('-'));
+    if subcommand == Some("init") {
+        return check_backend_config_args(args, &dir);
+    }
+    let data_dir = match std::env::var_os("TF_DATA_DIR") {
+        Some(d) if !d.is_empty() => dir.join(d),
+        _ => dir.join(".terraform"),
+    };
+    let file = data_dir.join("terraform.tfstate");
+    let Ok(bytes) = std::fs::read(&file) else {
+        // No backend initialised yet: terraform says so itself.
+        return Ok(());
+    };
+    let Ok(stored) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        // Not ours to judge: terraform reports a broken file itself.
+        return Ok(());
+    };
+    let backend = &stored["backend"];
+    if backend["type"].as_str() != Some("http") {
+        return Ok(());
+    }
+    for setting in BACKEND_SETTINGS_RUN_SETS_LIST {
+        if !backend["config"][setting].is_null() {
+            return Err(ConfigError::StoredBackend {
+                file,
+                setting: setting.to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuse `init -backend-config` arguments (`KEY=VALUE`, or a file of settings) that set what `run` sets.
+fn check_backend_config_args(args: &[String], dir: &Path) -> Result<(), ConfigError> {
+    let mut values = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if let Some(v) = a.strip_prefix("-backend-config=") {
+            values.push(v.to_string());
+        } else if a == "-backend-config"
+            && let Some(v) = it.next()
+        {
+            values.push(v.clone());
+        }
+    }
+    for value in values {
+        let refuse = |setting: &str| ConfigError::BackendConfigArg {
+            arg: format!("-backend-config={value}"),
+            setting: setting.to_string(),
+        };
+        if let Some((key, _)) = value.split_once('=') {
+            let key = key.trim();
+            if BACKEND_SETTINGS_RUN_SETS_LIST.contains(&key) {
+                return Err(refuse(key));
+            }
+            continue;
+        }
+        // A file of settings, as terraform reads it (relative to terraform's folder).
+        let path = dir.join(&value);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let Ok(body) = parser::parse_body(&text) else {
+            continue;
+        };
+        for setting in BACKEND_SETTINGS_RUN_SETS_LIST {
+            if body.get_attribute(setting).is_some() {
+                return Err(refuse(setting));
+            }
+        }
+    }
+    Ok(())
 }
 
 struct Ctx<'a> {

@@ -51,6 +51,20 @@ pub enum Mechanism {
     ClientPinning,
     /// Listing live objects by their markers.
     Listing,
+    /// The per-run state server refusing requests without the run's credentials.
+    RunCredentials,
+    /// Record, temp, lock and cache files made 0600 in folders made 0700.
+    PrivateFiles,
+    /// Refusing a state document whose lineage is not the estate's.
+    LineageCheck,
+    /// Naming OpenTofu's encrypted state envelope when refusing it.
+    EncryptedState,
+    /// The HTTP door's limit on a state document's size.
+    BodyLimit,
+    /// Refusing to start terraform when `.terraform/terraform.tfstate` stores a backend address or credentials.
+    StoredBackend,
+    /// Validating the live protocol's request fields (addresses, estate) before any store call.
+    RequestValidation,
 }
 
 impl Mechanism {
@@ -73,6 +87,13 @@ impl Mechanism {
         Mechanism::PolicyScope,
         Mechanism::ClientPinning,
         Mechanism::Listing,
+        Mechanism::RunCredentials,
+        Mechanism::PrivateFiles,
+        Mechanism::LineageCheck,
+        Mechanism::EncryptedState,
+        Mechanism::BodyLimit,
+        Mechanism::StoredBackend,
+        Mechanism::RequestValidation,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -95,6 +116,13 @@ impl Mechanism {
             Mechanism::PolicyScope => "policy-scope",
             Mechanism::ClientPinning => "client-pinning",
             Mechanism::Listing => "listing",
+            Mechanism::RunCredentials => "run-credentials",
+            Mechanism::PrivateFiles => "private-files",
+            Mechanism::LineageCheck => "lineage-check",
+            Mechanism::EncryptedState => "encrypted-state",
+            Mechanism::BodyLimit => "body-limit",
+            Mechanism::StoredBackend => "stored-backend",
+            Mechanism::RequestValidation => "request-validation",
         }
     }
 

@@ -260,6 +260,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
     let root = effective_root(root, rest);
     let config = LiveConfig::load(&root)?;
     check_http_backend(&root)?;
+    crate::config::check_stored_backend(rest)?;
     let _stock_lock = StockLock::hold_if_cut(config.estate.as_str()).await?;
     let store = store::open(&config.store, &root).await;
     let layout = Layout::new(config.estate.clone());
@@ -314,16 +315,10 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
 
     let mut cmd = Command::new(program);
     cmd.args(rest)
-        .env("TF_HTTP_ADDRESS", server.state_url())
+        .envs(server.terraform_env())
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit());
-    for var in ["TF_HTTP_LOCK_ADDRESS", "TF_HTTP_UNLOCK_ADDRESS"] {
-        if std::env::var_os(var).is_some() {
-            // Lock requests reach this run's server, which holds nothing.
-            cmd.env(var, server.state_url());
-        }
-    }
     let mut child = cmd.spawn().map_err(|source| RunError::Start {
         program: program.clone(),
         source,
@@ -460,6 +455,7 @@ fn list(names: &std::collections::BTreeSet<String>) -> String {
 }
 
 fn print_summary(config: &LiveConfig, s: &RunSummary) {
+    s.refusal_line().into_iter().for_each(|l| eprintln!("{l}"));
     if s.writes == 0 && s.conflicts.is_empty() && s.errors.is_empty() {
         return;
     }

@@ -53,9 +53,12 @@ pub fn decode(dv: &DynamicValue) -> Result<Attrs, SettingError> {
         match value {
             rmpv::Value::Map(entries) => {
                 for (k, v) in &entries {
-                    if let Some(k) = k.as_str() {
-                        out.insert(k.to_string(), from_msgpack(v));
-                    }
+                    let Some(k) = k.as_str() else {
+                        return Err(SettingError::block(
+                            "the configuration has a key that is not a string; terraform sends an object of named attributes",
+                        ));
+                    };
+                    out.insert(k.to_string(), from_msgpack(v));
                 }
             }
             rmpv::Value::Nil => {}
