@@ -32,7 +32,10 @@ fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         for e in entries {
             let path = e.unwrap().path();
             if path.is_dir() {
-                out.insert(format!("{}/", path.strip_prefix(base).unwrap().display()), vec![]);
+                out.insert(
+                    format!("{}/", path.strip_prefix(base).unwrap().display()),
+                    vec![],
+                );
                 walk(&path, base, out);
             } else {
                 let rel = path.strip_prefix(base).unwrap().display().to_string();
@@ -134,13 +137,19 @@ const SECRET: &str = "s3cret-only-the-run-may-read";
 /// During `run -- terraform apply`, a second local client without the run's credentials gets
 /// 401 on GET, POST, LOCK and DELETE, learns no value and changes no record; with the
 /// credentials terraform was given, the same server answers (so the 401s are the check).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_without_the_runs_credentials_is_refused_during_a_real_apply() {
+#[test]
+fn a_client_without_the_runs_credentials_is_refused_during_a_real_apply() {
     let root = Root::new("guarded", "guarded", &Records::Local);
     let _turn = turn();
     let secret_var = format!("secret={SECRET}");
     root.ok(&["init", "-input=false"]);
-    root.ok(&["apply", "-auto-approve", "-input=false", "-var", &secret_var]);
+    root.ok(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-var",
+        &secret_var,
+    ]);
     let records = root.path().join(".live-records");
     let env_path = root.path().join("run.env");
     let go = root.path().join("go");
@@ -154,7 +163,16 @@ async fn a_client_without_the_runs_credentials_is_refused_during_a_real_apply() 
     for v in &vars {
         args.extend(["-var", v.as_str()]);
     }
-    let child = root.spawn(&args);
+    // Debug logs on: the password must not appear even there.
+    let child = {
+        use std::os::unix::process::CommandExt;
+        let mut c = root.run_cmd(&args);
+        c.env("CHOUDOUFU_LOG", "debug")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .process_group(0);
+        c.spawn().unwrap()
+    };
     wait_for(&env_path, Duration::from_secs(60));
     let env = env_file(&env_path);
     let url = env["TF_HTTP_ADDRESS"].clone();
@@ -169,72 +187,83 @@ async fn a_client_without_the_runs_credentials_is_refused_during_a_real_apply() 
         password.len()
     );
 
-    let before = files(&records);
-    let client = reqwest::Client::new();
-    let lock = reqwest::Method::from_bytes(b"LOCK").unwrap();
-    let wipe = document("1.11.4", "l", vec![]);
-    let mut refused = 0;
-    for (method, body, auth) in [
-        (reqwest::Method::GET, vec![], None),
-        (reqwest::Method::POST, wipe.clone(), None),
-        (lock.clone(), b"{}".to_vec(), None),
-        (reqwest::Method::DELETE, vec![], None),
-        (
-            reqwest::Method::GET,
-            vec![],
-            Some((user.clone(), "0".repeat(password.len()))),
-        ),
-        (
-            reqwest::Method::POST,
-            wipe.clone(),
-            Some(("someone".to_string(), password.clone() + "x")),
-        ),
-    ] {
-        let mut req = client.request(method.clone(), &url).body(body);
-        if let Some((u, p)) = &auth {
-            req = req.basic_auth(u, Some(p));
+    // The second client, while the run waits in its provisioner.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let refused = runtime.block_on(async {
+        let before = files(&records);
+        let client = reqwest::Client::new();
+        let lock = reqwest::Method::from_bytes(b"LOCK").unwrap();
+        let wipe = document("1.11.4", "l", vec![]);
+        let mut refused = 0;
+        for (method, body, auth) in [
+            (reqwest::Method::GET, vec![], None),
+            (reqwest::Method::POST, wipe.clone(), None),
+            (lock.clone(), b"{}".to_vec(), None),
+            (reqwest::Method::DELETE, vec![], None),
+            (
+                reqwest::Method::GET,
+                vec![],
+                Some((user.clone(), "0".repeat(password.len()))),
+            ),
+            (
+                reqwest::Method::POST,
+                wipe.clone(),
+                Some(("someone".to_string(), password.clone() + "x")),
+            ),
+        ] {
+            let mut req = client.request(method.clone(), &url).body(body);
+            if let Some((u, p)) = &auth {
+                req = req.basic_auth(u, Some(p));
+            }
+            let res = req.send().await.unwrap();
+            let status = res.status().as_u16();
+            let www = res
+                .headers()
+                .get("www-authenticate")
+                .map(|v| v.to_str().unwrap().to_string());
+            let answer = res.text().await.unwrap();
+            assert_eq!(status, 401, "{method} {auth:?}: {answer}");
+            assert!(
+                www.is_some_and(|w| w.starts_with("Basic")),
+                "{method}: a basic-auth challenge"
+            );
+            assert!(
+                answer.contains("Nothing was read or written"),
+                "{method}: the body says why: {answer}"
+            );
+            assert!(!answer.contains(SECRET), "{method}: no value learnt");
+            refused += 1;
         }
-        let res = req.send().await.unwrap();
-        let status = res.status().as_u16();
-        let www = res
-            .headers()
-            .get("www-authenticate")
-            .map(|v| v.to_str().unwrap().to_string());
-        let answer = res.text().await.unwrap();
-        assert_eq!(status, 401, "{method} {auth:?}: {answer}");
-        assert!(www.is_some_and(|w| w.starts_with("Basic")), "{method}: a basic-auth challenge");
-        assert!(
-            answer.contains("Nothing was read or written"),
-            "{method}: the body says why: {answer}"
+        assert_eq!(
+            files(&records),
+            before,
+            "no record, lock or temp file changed for the refused requests"
         );
-        assert!(!answer.contains(SECRET), "{method}: no value learnt");
-        refused += 1;
-    }
-    assert_eq!(
-        files(&records),
-        before,
-        "no record, lock or temp file changed for the refused requests"
-    );
 
-    // The same server with the run's credentials: it answers, so the 401s above are the check.
-    let res = client
-        .get(&url)
-        .basic_auth(&user, Some(&password))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 200);
-    assert!(
-        res.text().await.unwrap().contains(SECRET),
-        "with the credentials, the state is served"
-    );
-    let res = client
-        .request(lock, &url)
-        .basic_auth(&user, Some(&password))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 200);
+        // The same server with the run's credentials: it answers, so the 401s above are the check.
+        let res = client
+            .get(&url)
+            .basic_auth(&user, Some(&password))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        assert!(
+            res.text().await.unwrap().contains(SECRET),
+            "with the credentials, the state is served"
+        );
+        let res = client
+            .request(lock, &url)
+            .basic_auth(&user, Some(&password))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        refused
+    });
 
     std::fs::write(&go, "").unwrap();
     let out = wait(child, Duration::from_secs(120));
@@ -253,7 +282,10 @@ async fn a_client_without_the_runs_credentials_is_refused_during_a_real_apply() 
         Some(SECRET),
         "the run's own records are as terraform wrote them"
     );
-    assert!(root.record("waiter[0]").is_some(), "the waiter landed once let go");
+    assert!(
+        root.record("waiter[0]").is_some(),
+        "the waiter landed once let go"
+    );
 }
 
 /// The mode bits of a path.
@@ -311,7 +343,13 @@ fn records_cache_and_stamps_are_private_after_a_run() {
         );
     };
     ok(&["init", "-input=false"]);
-    ok(&["apply", "-auto-approve", "-input=false", "-var", &secret_var]);
+    ok(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-var",
+        &secret_var,
+    ]);
     ok(&[
         "apply",
         "-auto-approve",
@@ -336,7 +374,10 @@ fn records_cache_and_stamps_are_private_after_a_run() {
     let record = files(&records)
         .into_iter()
         .find(|(_, b)| String::from_utf8_lossy(b).contains("second-secret"));
-    assert!(record.is_some(), "the record holds the value (so privacy matters)");
+    assert!(
+        record.is_some(),
+        "the record holds the value (so privacy matters)"
+    );
 
     ok(&["plan", "-input=false", "-var", &secret_var, "-out=p.tfplan"]);
     let stamp = std::fs::read_to_string(root.path().join("p.tfplan.live-stamp")).unwrap();
@@ -367,7 +408,8 @@ fn a_stored_backend_address_is_refused_before_terraform_starts() {
             let mut buf = [0u8; 65536];
             let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
             let _ = conn.read(&mut buf);
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let _ = conn
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         }
     });
     let address = format!("address=http://127.0.0.1:{port}/state");
@@ -386,7 +428,12 @@ fn a_stored_backend_address_is_refused_before_terraform_starts() {
 
     let out = root.run(&["plan", "-input=false"]);
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}\n{}", text(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stderr}\n{}",
+        text(&out.stdout)
+    );
     assert!(
         stderr.contains("stores backend \"http\" `address`")
             && stderr.contains("terraform was not started")
@@ -404,7 +451,13 @@ fn a_stored_backend_address_is_refused_before_terraform_starts() {
     );
 
     // Through run, init may not store it again ...
-    let out = root.run(&["init", "-input=false", "-reconfigure", "-backend-config", &address]);
+    let out = root.run(&[
+        "init",
+        "-input=false",
+        "-reconfigure",
+        "-backend-config",
+        &address,
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         text(&out.stderr).contains("-backend-config sets `address`"),
@@ -415,6 +468,40 @@ fn a_stored_backend_address_is_refused_before_terraform_starts() {
     root.ok(&["init", "-input=false", "-reconfigure"]);
     root.ok(&["plan", "-input=false"]);
     assert_eq!(hits.load(Ordering::SeqCst), before);
+}
+
+/// A `backend "http"` block that sets credentials or lock addresses would win over the run's own: refused by name.
+#[test]
+fn a_backend_block_that_sets_credentials_is_refused() {
+    let root = Root::new("guarded", "block", &Records::Local);
+    let main = root.path().join("main.tf");
+    let text_of_main = std::fs::read_to_string(&main).unwrap();
+    for (setting, value) in [
+        ("username", "\"me\""),
+        ("password", "\"pw\""),
+        ("lock_address", "\"http://127.0.0.1:9/lock\""),
+    ] {
+        std::fs::write(
+            &main,
+            text_of_main.replace(
+                "backend \"http\" {}",
+                &format!("backend \"http\" {{\n    {setting} = {value}\n  }}"),
+            ),
+        )
+        .unwrap();
+        let out = root.run(&["plan", "-input=false"]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{setting}: {stderr}");
+        assert!(
+            stderr.contains(&format!("backend \"http\" sets `{setting}`"))
+                && stderr.contains("main.tf:"),
+            "{setting}: named with its file and line: {stderr}"
+        );
+        assert!(
+            !root.path().join(".terraform").exists(),
+            "{setting}: terraform was not started"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -476,7 +563,10 @@ impl Door {
 }
 
 fn data(name: &str, value: &str) -> Value {
-    terraform_data(name, json!({"id": format!("id-{name}"), "input": input(value)}))
+    terraform_data(
+        name,
+        json!({"id": format!("id-{name}"), "input": input(value)}),
+    )
 }
 
 /// An estate with two records written through the door; the lineage it was served.
@@ -501,15 +591,26 @@ async fn refused_and_unchanged(f: &Fixture, door: &Door, body: Vec<u8>, status: 
     assert!(!before.is_empty());
     let (got, text) = door.post(body).await;
     assert_eq!(got, status, "{text}");
-    assert!(text.contains(reason), "the answer says why ({reason}): {text}");
+    assert!(
+        text.contains(reason),
+        "the answer says why ({reason}): {text}"
+    );
     assert!(text.contains("nothing was written"), "{text}");
-    assert_eq!(snapshot(f).await, before, "the store is byte for byte unchanged");
+    assert_eq!(
+        snapshot(f).await,
+        before,
+        "the store is byte for byte unchanged"
+    );
     let served = door.get().await;
     let values: Vec<&str> = served["resources"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["instances"][0]["attributes"]["input"]["value"].as_str().unwrap())
+        .map(|r| {
+            r["instances"][0]["attributes"]["input"]["value"]
+                .as_str()
+                .unwrap()
+        })
         .collect();
     assert_eq!(values, ["secret-a", "secret-b"]);
 }
@@ -596,7 +697,9 @@ async fn opentofu_encrypted_state_is_refused_by_name_and_writes_nothing(kind: Ki
     }))
     .unwrap();
     refused_and_unchanged(&f, &door, envelope, 400, "OpenTofu-encrypted").await;
-    let (_, text) = door.post(b"{\"encrypted_data\":\"AAAA\",\"encryption_version\":\"v0\",\"meta\":{}}".to_vec()).await;
+    let (_, text) = door
+        .post(b"{\"encrypted_data\":\"AAAA\",\"encryption_version\":\"v0\",\"meta\":{}}".to_vec())
+        .await;
     assert!(
         text.contains("kms_key_id") && text.contains("SSE-KMS"),
         "it says what to do instead: {text}"
@@ -628,11 +731,11 @@ both_kinds!(
 
 mod plugin_doors {
     use super::*;
+    use choudoufu_live::frontdoor::plugin::live::LiveService;
     use choudoufu_live::frontdoor::plugin::proto::live as lpb;
     use choudoufu_live::frontdoor::plugin::proto::live::live_server::Live;
     use choudoufu_live::frontdoor::plugin::proto::tfplugin6 as tpb;
     use choudoufu_live::frontdoor::plugin::proto::tfplugin6::provider_server::Provider;
-    use choudoufu_live::frontdoor::plugin::live::LiveService;
     use choudoufu_live::frontdoor::plugin::state_store::{STORE_TYPE, StateStoreProvider};
     use futures::StreamExt;
     use tonic::Request;
@@ -684,28 +787,48 @@ mod plugin_doors {
         };
         let cases: Vec<(tpb::DynamicValue, Option<&str>, &str)> = vec![
             (
-                tpb::DynamicValue { msgpack: vec![0x81, 0xa6, b'e'], json: vec![] },
+                tpb::DynamicValue {
+                    msgpack: vec![0x81, 0xa6, b'e'],
+                    json: vec![],
+                },
                 None,
                 "not valid msgpack",
             ),
             (
-                tpb::DynamicValue { msgpack: vec![0x80, 0x00], json: vec![] },
+                tpb::DynamicValue {
+                    msgpack: vec![0x80, 0x00],
+                    json: vec![],
+                },
                 None,
                 "after its value",
             ),
             (
-                tpb::DynamicValue { msgpack: vec![0xdf, 0xff, 0xff, 0xff, 0xff], json: vec![] },
+                tpb::DynamicValue {
+                    msgpack: vec![0xdf, 0xff, 0xff, 0xff, 0xff],
+                    json: vec![],
+                },
                 None,
                 "not valid msgpack",
             ),
             (mp(rmpv::Value::from(7)), None, "not an object"),
             (
-                mp(rmpv::Value::Map(vec![(rmpv::Value::from(1), rmpv::Value::from("x"))])),
+                mp(rmpv::Value::Map(vec![(
+                    rmpv::Value::from(1),
+                    rmpv::Value::from("x"),
+                )])),
                 None,
                 "key that is not a string",
             ),
-            (mp(map(vec![("estate", rmpv::Value::from(5))])), Some("estate"), "must be a string"),
-            (mp(map(vec![("estate", rmpv::Value::from(""))])), Some("estate"), "invalid estate name"),
+            (
+                mp(map(vec![("estate", rmpv::Value::from(5))])),
+                Some("estate"),
+                "must be a string",
+            ),
+            (
+                mp(map(vec![("estate", rmpv::Value::from(""))])),
+                Some("estate"),
+                "invalid estate name",
+            ),
             (
                 mp(map(vec![("estate", rmpv::Value::from("a/b"))])),
                 Some("estate"),
@@ -743,7 +866,10 @@ mod plugin_doors {
                 "tape",
             ),
             (
-                tpb::DynamicValue { msgpack: vec![], json: b"{\"estate\": ".to_vec() },
+                tpb::DynamicValue {
+                    msgpack: vec![],
+                    json: b"{\"estate\": ".to_vec(),
+                },
                 None,
                 "not valid JSON",
             ),
@@ -776,7 +902,15 @@ mod plugin_doors {
         .await;
         assert!(ok.is_empty(), "{ok:?}");
         let long = "w".repeat(64);
-        for ws in ["a/b", "..", "../prod", "", ".hidden", long.as_str(), "a\u{0}b"] {
+        for ws in [
+            "a/b",
+            "..",
+            "../prod",
+            "",
+            ".hidden",
+            long.as_str(),
+            "a\u{0}b",
+        ] {
             let mut stream = p
                 .read_state_bytes(Request::new(tpb::read_state_bytes::Request {
                     type_name: STORE_TYPE.into(),
@@ -902,11 +1036,26 @@ mod plugin_doors {
                 ],
                 "writes[1].address",
             ),
-            (vec![write("terraform_data.", lpb::RecordKind::Resource)], "writes[0].address"),
-            (vec![write("", lpb::RecordKind::Output)], "writes[0].address"),
-            (vec![write("o/x", lpb::RecordKind::Output)], "writes[0].address"),
-            (vec![write("provider.aws", lpb::RecordKind::Provider)], "writes[0].address"),
-            (vec![write("terraform_data.c", lpb::RecordKind::Unspecified)], "writes[0].kind"),
+            (
+                vec![write("terraform_data.", lpb::RecordKind::Resource)],
+                "writes[0].address",
+            ),
+            (
+                vec![write("", lpb::RecordKind::Output)],
+                "writes[0].address",
+            ),
+            (
+                vec![write("o/x", lpb::RecordKind::Output)],
+                "writes[0].address",
+            ),
+            (
+                vec![write("provider.aws", lpb::RecordKind::Provider)],
+                "writes[0].address",
+            ),
+            (
+                vec![write("terraform_data.c", lpb::RecordKind::Unspecified)],
+                "writes[0].kind",
+            ),
             (
                 vec![lpb::RecordWrite {
                     expected: None,
@@ -986,6 +1135,10 @@ mod plugin_doors {
             .unwrap()
             .into_inner();
         assert!(detail(&r.diagnostics).contains("field `address`"));
-        assert_eq!(files(&records), before, "the store is byte for byte unchanged");
+        assert_eq!(
+            files(&records),
+            before,
+            "the store is byte for byte unchanged"
+        );
     }
 }

@@ -484,3 +484,87 @@ async fn trace_request(
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::layout::{EstateName, Layout};
+    use crate::engine::program::ProgramStamp;
+    use crate::engine::session::RunInfo;
+    use crate::store::local::LocalStore;
+
+    fn basic(user: &str, password: &str) -> HeaderValue {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        HeaderValue::from_str(&format!("Basic {b64}")).unwrap()
+    }
+
+    #[test]
+    fn only_the_exact_credentials_pass() {
+        let c = Credentials::generate().unwrap();
+        assert_eq!(c.password.len(), 2 * SECRET_BYTES);
+        assert_eq!(c.check(Some(&basic(USERNAME, &c.password))), Ok(()));
+        let lower = HeaderValue::from_str(&format!(
+            "basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{USERNAME}:{}", c.password))
+        ))
+        .unwrap();
+        assert_eq!(
+            c.check(Some(&lower)),
+            Ok(()),
+            "the scheme is case-insensitive"
+        );
+        assert_eq!(c.check(None), Err(Refusal::NoCredentials));
+        let prefix = &c.password[..c.password.len() - 1];
+        for wrong in [
+            basic(USERNAME, prefix),
+            basic(USERNAME, &format!("{}0", c.password)),
+            basic("someone", &c.password),
+            basic(USERNAME, ""),
+            HeaderValue::from_static("Bearer abc"),
+            HeaderValue::from_static("Basic %%%not-base64"),
+            HeaderValue::from_static("Basic"),
+        ] {
+            assert_eq!(
+                c.check(Some(&wrong)),
+                Err(Refusal::WrongCredentials),
+                "{wrong:?}"
+            );
+        }
+        assert!(
+            !format!("{c:?}").contains(&c.password),
+            "Debug never shows the password"
+        );
+    }
+
+    #[tokio::test]
+    async fn each_server_has_its_own_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = || {
+            Backend::new(Session::new(
+                Arc::new(LocalStore::new(dir.path())),
+                Layout::new(EstateName::parse("e").unwrap()),
+                RunInfo::new(ProgramStamp::default()),
+            ))
+        };
+        let (a, b) = (
+            serve(backend()).await.unwrap(),
+            serve(backend()).await.unwrap(),
+        );
+        let password = |s: &Server| {
+            s.terraform_env()
+                .into_iter()
+                .find(|(k, _)| *k == "TF_HTTP_PASSWORD")
+                .map(|(_, v)| v)
+                .unwrap()
+        };
+        let (pa, pb) = (password(&a), password(&b));
+        assert_ne!(pa, pb);
+        assert_eq!(pa.len(), 64, "256 bits, hex");
+        let env: Vec<&str> = a.terraform_env().iter().map(|(k, _)| *k).collect();
+        for var in ["TF_HTTP_ADDRESS", "TF_HTTP_USERNAME", "TF_HTTP_PASSWORD"] {
+            assert!(env.contains(&var), "{env:?}");
+        }
+        a.stop().await;
+        b.stop().await;
+    }
+}
