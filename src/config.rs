@@ -1,7 +1,11 @@
 //! The root's `live` block: in `terraform {}` of a `.tf` file (choudoufu), or at the top of `live.hcl`;
 //! and the root's backend block as `run` needs it ([`migration`]: leaving for another backend).
 
+pub mod backend;
 pub mod migration;
+
+use backend::BACKEND_SETTINGS_RUN_SETS;
+pub use backend::{check_http_backend, check_stored_backend};
 
 use std::path::{Path, PathBuf};
 
@@ -83,6 +87,26 @@ pub enum ConfigError {
     NoHttpBackend {
         /// The root folder.
         root: PathBuf,
+    },
+    /// `.terraform/terraform.tfstate` stores a backend setting that wins over the ones `run` gives terraform.
+    #[error(
+        "{file} stores backend \"http\" `{setting}` (set by `terraform init -backend-config=...`); terraform would use it instead of this run's own state server and bypass choudoufu-live, so terraform was not started and nothing was read or written. Clear it with `choudoufu-live run -- terraform init -reconfigure`, without -backend-config for {BACKEND_SETTINGS_RUN_SETS}"
+    )]
+    StoredBackend {
+        /// The backend file.
+        file: PathBuf,
+        /// The stored setting.
+        setting: String,
+    },
+    /// `init -backend-config` sets what `run` gives terraform itself.
+    #[error(
+        "{arg}: -backend-config sets `{setting}`, which `choudoufu-live run` gives terraform itself (this run's own state server and its credentials); remove it. Nothing was started."
+    )]
+    BackendConfigArg {
+        /// The argument (or the file it names).
+        arg: String,
+        /// The setting it sets.
+        setting: String,
     },
     /// A file that could not be read.
     #[error("cannot read {path}: {source}")]
@@ -238,58 +262,6 @@ fn tf_files(root: &Path) -> Result<Vec<(PathBuf, String)>, ConfigError> {
         .into_iter()
         .map(|p| read(&p).map(|t| (p, t)))
         .collect()
-}
-
-/// Check that the root declares `backend "http" {}` with no addresses, as `run` needs.
-pub fn check_http_backend(root: &Path) -> Result<(), ConfigError> {
-    let mut found = false;
-    for (path, text) in tf_files(root)? {
-        let body = parse_file(&path, &text)?;
-        let file = path.display().to_string();
-        let ctx = Ctx {
-            file: &file,
-            text: &text,
-        };
-        for tf in body.get_blocks("terraform") {
-            for backend in tf.body.get_blocks("backend") {
-                let kind = match backend.labels.first() {
-                    Some(BlockLabel::String(s)) => s.value().to_string(),
-                    Some(BlockLabel::Ident(i)) => i.as_str().to_string(),
-                    None => String::new(),
-                };
-                if kind != "http" {
-                    return Err(ConfigError::NotHttpBackend {
-                        at: at(&file, &text, backend.span()),
-                        kind,
-                    });
-                }
-                for attr in ["address", "lock_address", "unlock_address"] {
-                    if let Some(a) = backend.body.get_attribute(attr) {
-                        return Err(ctx.invalid(
-                            a.span(),
-                            format!(
-                                "backend \"http\" sets `{attr}`; remove it: `choudoufu-live run` gives terraform the address of its own per-run server"
-                            ),
-                        ));
-                    }
-                }
-                found = true;
-            }
-            if let Some(live) = tf.body.get_blocks("live").next() {
-                return Err(ctx.invalid(
-                    live.span(),
-                    "a live block inside terraform {} is choudoufu's syntax; stock terraform and tofu reject it (\"Unsupported block type\"): move it to the top level of live.hcl".into(),
-                ));
-            }
-        }
-    }
-    if found {
-        Ok(())
-    } else {
-        Err(ConfigError::NoHttpBackend {
-            root: root.to_path_buf(),
-        })
-    }
 }
 
 struct Ctx<'a> {

@@ -61,6 +61,20 @@ pub enum Mechanism {
     RefreshSkip,
     /// Reconciling an output that met another run's newer value, instead of a conflict.
     OutputReconcile,
+    /// The per-run state server refusing requests without the run's credentials.
+    RunCredentials,
+    /// Record, temp, lock and cache files made 0600 in folders made 0700.
+    PrivateFiles,
+    /// Refusing a state document whose lineage is not the estate's.
+    LineageCheck,
+    /// Naming OpenTofu's encrypted state envelope when refusing it.
+    EncryptedState,
+    /// The HTTP door's limit on a state document's size.
+    BodyLimit,
+    /// Refusing to start terraform when `.terraform/terraform.tfstate` stores a backend address or credentials.
+    StoredBackend,
+    /// Validating the live protocol's request fields (addresses, estate) before any store call.
+    RequestValidation,
 }
 
 impl Mechanism {
@@ -88,6 +102,13 @@ impl Mechanism {
         Mechanism::Claims,
         Mechanism::RefreshSkip,
         Mechanism::OutputReconcile,
+        Mechanism::RunCredentials,
+        Mechanism::PrivateFiles,
+        Mechanism::LineageCheck,
+        Mechanism::EncryptedState,
+        Mechanism::BodyLimit,
+        Mechanism::StoredBackend,
+        Mechanism::RequestValidation,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -115,6 +136,13 @@ impl Mechanism {
             Mechanism::Claims => "claims",
             Mechanism::RefreshSkip => "refresh-skip",
             Mechanism::OutputReconcile => "output-reconcile",
+            Mechanism::RunCredentials => "run-credentials",
+            Mechanism::PrivateFiles => "private-files",
+            Mechanism::LineageCheck => "lineage-check",
+            Mechanism::EncryptedState => "encrypted-state",
+            Mechanism::BodyLimit => "body-limit",
+            Mechanism::StoredBackend => "stored-backend",
+            Mechanism::RequestValidation => "request-validation",
         }
     }
 

@@ -252,6 +252,8 @@ async fn bad_documents_write_nothing(kind: Kind) {
                     StateError::UnsupportedVersion(_) => "UnsupportedVersion",
                     StateError::Malformed(_) => "Malformed",
                     StateError::DuplicateAddress(_) => "DuplicateAddress",
+                    StateError::Encrypted(_) => "Encrypted",
+                    StateError::OtherLineage { .. } => "OtherLineage",
                 };
                 assert_eq!(name, want, "{}", String::from_utf8_lossy(bytes));
             }

@@ -28,10 +28,12 @@ pub struct StoredBackend {
     pub kind: String,
     /// The `address` stored with it, when one is (it wins over `TF_HTTP_ADDRESS`).
     pub address: Option<String>,
+    /// Every setting stored with a value (not null).
+    pub set: Vec<String>,
 }
 
 /// terraform's working folder for `args`: `-chdir=DIR`, else the current folder.
-fn working_dir(args: &[String]) -> PathBuf {
+pub(super) fn working_dir(args: &[String]) -> PathBuf {
     args.iter()
         .take_while(|a| a.starts_with('-'))
         .find_map(|a| a.strip_prefix("-chdir="))
@@ -73,6 +75,16 @@ pub fn read_stored_backend(file: &Path) -> Result<Option<StoredBackend>, ConfigE
             .and_then(Value::as_str)
             .filter(|a| !a.is_empty())
             .map(str::to_string),
+        set: value
+            .pointer("/backend/config")
+            .and_then(Value::as_object)
+            .map(|c| {
+                c.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
     }))
 }
 

@@ -1,8 +1,11 @@
 //! A local cache of record bytes by key and version: a warm read lists the estate and fetches
 //! only the records whose listed version is not cached. Never trusted without the listing.
 
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::cut::{Mechanism, cut};
 use crate::engine::digest::sha256_hex;
 use crate::store::{Stored, Version};
 
@@ -38,20 +41,57 @@ impl ReadCache {
     }
 
     /// Remember the bytes of `key` at `version`; a failure only costs a fetch next time.
+    ///
+    /// Record bytes hold attribute values, secrets included: the folder is made 0700 and
+    /// each file 0600, whatever the umask (a folder an older version left wider is narrowed).
     pub fn put(&self, key: &str, version: &Version, bytes: &[u8]) {
         let path = self.path(key, version);
-        if path.exists() || std::fs::create_dir_all(&self.dir).is_err() {
+        if path.exists() || private_dir(&self.dir).is_err() {
             return;
         }
         // Temp file and rename: concurrent runs never see a half-written entry.
         let tmp = self
             .dir
             .join(format!(".tmp-{}", uuid::Uuid::new_v4().simple()));
-        if std::fs::write(&tmp, bytes).is_ok() && std::fs::rename(&tmp, &path).is_ok() {
+        let written = private_file()
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(bytes));
+        if written.is_ok() && std::fs::rename(&tmp, &path).is_ok() {
             return;
         }
         let _ = std::fs::remove_file(&tmp);
     }
+}
+
+/// Mode of the cache folder: its owner only.
+const DIR_MODE: u32 = 0o700;
+/// Mode of a cache file: its owner only.
+const FILE_MODE: u32 = 0o600;
+
+/// Create `dir` (and missing parents) 0700; narrow it to 0700 if it exists wider.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    if cut(Mechanism::PrivateFiles) {
+        return std::fs::create_dir_all(dir);
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))?;
+    }
+    Ok(())
+}
+
+/// Options that create a new file 0600.
+fn private_file() -> std::fs::OpenOptions {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    if !cut(Mechanism::PrivateFiles) {
+        options.mode(FILE_MODE);
+    }
+    options
 }
 
 #[cfg(test)]
@@ -70,5 +110,22 @@ mod tests {
             "another version is fetched, never served from the cache"
         );
         assert!(c.get("other", &v1).is_none());
+    }
+
+    #[test]
+    fn the_folder_and_its_files_are_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache_dir = dir.path().join("a").join("cache");
+        let c = ReadCache::new(&cache_dir);
+        c.put("k", &Version::new("\"a\""), b"secret");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&cache_dir), 0o700);
+        for e in std::fs::read_dir(&cache_dir).unwrap() {
+            assert_eq!(mode(&e.unwrap().path()), 0o600);
+        }
+        // A folder left wider is narrowed on the next write.
+        std::fs::set_permissions(&cache_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        c.put("k2", &Version::new("\"b\""), b"secret");
+        assert_eq!(mode(&cache_dir), 0o700);
     }
 }

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
+use crate::cut::{Mechanism, cut};
 use crate::engine::address::{IndexKey, instance_address};
 
 /// Largest state document accepted.
@@ -29,6 +30,47 @@ pub enum StateError {
     /// Two instance objects with one address.
     #[error("state document holds {0} twice; nothing was written")]
     DuplicateAddress(String),
+    /// OpenTofu's encrypted state envelope, whose records could not be split or diffed.
+    #[error(
+        "state document is OpenTofu-encrypted (encryption_version {0:?}): records are split per resource and cannot be read from an encrypted document; nothing was written. Remove the `state` target from the `encryption` block of `terraform {{}}` (keep `plan` if you like) and let the record store encrypt records at rest instead: on S3, set `kms_key_id` for SSE-KMS (else SSE-S3), see operating.md"
+    )]
+    Encrypted(String),
+    /// A document whose lineage is not the estate's: another state, or a push from elsewhere.
+    #[error(
+        "state document has lineage {document:?}, but estate {estate} has lineage {stored:?}: it is another state's document; nothing was written. Pull this estate's state (terraform state pull) instead of pushing another's"
+    )]
+    OtherLineage {
+        /// The estate.
+        estate: String,
+        /// The estate's lineage.
+        stored: String,
+        /// The document's lineage.
+        document: String,
+    },
+}
+
+/// Refuse a document whose lineage is set and differs from the estate's (`stored`).
+pub fn check_lineage(estate: &str, stored: &str, document: &str) -> Result<(), StateError> {
+    if document.is_empty() || document == stored || cut(Mechanism::LineageCheck) {
+        return Ok(());
+    }
+    Err(StateError::OtherLineage {
+        estate: estate.to_string(),
+        stored: stored.to_string(),
+        document: document.to_string(),
+    })
+}
+
+/// The `encryption_version` of OpenTofu's encrypted envelope (`meta`, `encrypted_data`, `encryption_version`), if `obj` is one.
+fn encryption_version(obj: &Map<String, Value>) -> Option<String> {
+    if cut(Mechanism::EncryptedState) {
+        return None;
+    }
+    match (obj.get("encryption_version"), obj.get("encrypted_data")) {
+        (Some(Value::String(v)), _) if !v.is_empty() => Some(v.clone()),
+        (_, Some(_)) => Some(String::new()),
+        _ => None,
+    }
 }
 
 /// The resource an instance belongs to, as terraform's state names it.
@@ -149,6 +191,9 @@ pub fn parse(bytes: &[u8]) -> Result<SplitState, StateError> {
     let obj = value
         .as_object()
         .ok_or_else(|| StateError::Malformed("the top level is not an object".into()))?;
+    if let Some(version) = encryption_version(obj) {
+        return Err(StateError::Encrypted(version));
+    }
     match obj.get("version") {
         Some(Value::Number(n)) if n.as_u64() == Some(4) => {}
         Some(other) => return Err(StateError::UnsupportedVersion(other.to_string())),

@@ -9,7 +9,7 @@
 
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -258,7 +258,7 @@ fn acquire(lock: &Path) -> Result<LockGuard, LocalError> {
     let started = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {
-        match OpenOptions::new().write(true).create_new(true).open(lock) {
+        match private_file().open(lock) {
             Ok(mut file) => {
                 file.lock().map_err(io("lock", lock))?;
                 if !same_inode(&file, lock) {
@@ -289,7 +289,7 @@ fn acquire(lock: &Path) -> Result<LockGuard, LocalError> {
             }
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 if let Some(dir) = lock.parent() {
-                    fs::create_dir_all(dir).map_err(io("create folder", dir))?;
+                    private_dirs(dir).map_err(io("create folder", dir))?;
                 }
             }
             Err(e) => return Err(io("create lock", lock)(e)),
@@ -340,6 +340,31 @@ fn break_if_stale(lock: &Path) -> Result<(), LocalError> {
     Ok(())
 }
 
+/// Mode of the folders the store makes: their owner only (records hold attribute values, secrets included).
+const DIR_MODE: u32 = 0o700;
+/// Mode of record, temp and lock files: their owner only.
+const FILE_MODE: u32 = 0o600;
+
+/// Options that create a new file 0600 (a record is its renamed temp file, so it keeps the mode).
+fn private_file() -> OpenOptions {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    if !cut(Mechanism::PrivateFiles) {
+        options.mode(FILE_MODE);
+    }
+    options
+}
+
+/// Create `dir` and its missing parents 0700; folders that exist keep their modes.
+fn private_dirs(dir: &Path) -> std::io::Result<()> {
+    let mut builder = fs::DirBuilder::new();
+    builder.recursive(true);
+    if !cut(Mechanism::PrivateFiles) {
+        builder.mode(DIR_MODE);
+    }
+    builder.create(dir)
+}
+
 /// Write `bytes` to `path` atomically: temp file, fsync, rename, fsync folder.
 fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), LocalError> {
     let tmp = sibling(
@@ -348,11 +373,7 @@ fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), LocalError> {
         &format!(".{}", uuid::Uuid::new_v4().simple()),
     );
     let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(io("create temp", &tmp))?;
+        let mut f = private_file().open(&tmp).map_err(io("create temp", &tmp))?;
         f.write_all(bytes).map_err(io("write temp", &tmp))?;
         f.sync_all().map_err(io("fsync temp", &tmp))?;
         fs::rename(&tmp, path).map_err(io("rename", path))

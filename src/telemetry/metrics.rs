@@ -17,6 +17,7 @@ pub struct Metrics {
     store_duration: Histogram<f64>,
     bytes_read: Counter<u64>,
     bytes_written: Counter<u64>,
+    unauthorized: Counter<u64>,
 }
 
 /// Metric names, as exported.
@@ -35,6 +36,8 @@ pub mod names {
     pub const BYTES_READ: &str = "choudoufu.store.bytes.read";
     /// Record bytes sent to the store in writes.
     pub const BYTES_WRITTEN: &str = "choudoufu.store.bytes.written";
+    /// Requests to a run's state server refused for want of the run's credentials (401).
+    pub const UNAUTHORIZED: &str = "choudoufu.http.unauthorized";
 }
 
 /// The process's instruments, made on first use from the global meter provider.
@@ -81,6 +84,11 @@ pub fn metrics() -> &'static Metrics {
                 .u64_counter(names::BYTES_WRITTEN)
                 .with_unit("By")
                 .with_description("Record bytes sent to the store")
+                .build(),
+            unauthorized: m
+                .u64_counter(names::UNAUTHORIZED)
+                .with_unit("{request}")
+                .with_description("State server requests refused without the run's credentials")
                 .build(),
         }
     })
@@ -166,6 +174,11 @@ impl Metrics {
         if n > 0 {
             self.bytes_written.add(n as u64, &[]);
         }
+    }
+
+    /// One state server request refused with 401 (`reason`: `no_credentials`, `wrong_credentials`).
+    pub fn unauthorized(&self, reason: &'static str) {
+        self.unauthorized.add(1, &[KeyValue::new("reason", reason)]);
     }
 }
 

@@ -181,6 +181,9 @@ impl super::Session {
     async fn write_untraced(&self, doc: &[u8]) -> Result<WriteReport, SessionError> {
         let split = state::parse(doc)?;
         let mut view = self.view.lock().await;
+        if let Some((estate, _)) = &view.snapshot.estate {
+            state::check_lineage(&estate.estate, &estate.lineage, &split.lineage)?;
+        }
         let writer = Writer {
             run_id: self.run.run_id.clone(),
             written_at: now_rfc3339(),

@@ -1,28 +1,114 @@
 //! The per-run HTTP backend: terraform's `backend "http"` protocol served from one run's session.
 //!
-//! GET assembles the state from the records (and makes what it served the run's base),
-//! POST writes the changed records conditionally, DELETE is refused, and LOCK/UNLOCK are
-//! answered without holding anything. `run` is the command around it.
+//! Every request must carry the run's own credentials (basic auth with a fresh random
+//! password, handed to terraform as `TF_HTTP_USERNAME`/`TF_HTTP_PASSWORD`); any other is
+//! refused with 401 before its body is read. GET assembles the state from the records (and
+//! makes what it served the run's base), POST writes the changed records conditionally,
+//! DELETE is refused, and LOCK/UNLOCK are answered without holding anything. `run` is the
+//! command around it.
 
 pub mod run;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{Method, StatusCode};
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
+use base64::Engine;
+use futures::StreamExt;
+use rand::TryRngCore;
+use rand::rngs::OsRng;
+use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use crate::cut::{Mechanism, cut};
 use crate::engine::session::{RecordConflict, Session, SessionError, WriteReport};
 use crate::engine::state::MAX_STATE_BYTES;
 use crate::frontdoor::NO_LOCK;
+use crate::telemetry;
+
+/// The user name a run's terraform sends; the password is what makes a request this run's.
+pub const USERNAME: &str = "choudoufu-live";
+/// Bytes of operating-system randomness in a run's password (256 bits).
+const SECRET_BYTES: usize = 32;
+
+/// One run's credentials for its state server: [`USERNAME`] and a fresh random password.
+#[derive(Clone)]
+pub struct Credentials {
+    password: String,
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Credentials { username: \"choudoufu-live\", password: (redacted) }")
+    }
+}
+
+/// Why a request was refused with 401.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No `Authorization` header.
+    NoCredentials,
+    /// An `Authorization` header with other credentials, or not basic auth.
+    WrongCredentials,
+}
+
+impl Refusal {
+    /// The `reason` attribute of the metric.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::NoCredentials => "no_credentials",
+            Refusal::WrongCredentials => "wrong_credentials",
+        }
+    }
+}
+
+impl Credentials {
+    /// Fresh credentials: a password of 256 bits from the operating system's random source.
+    pub fn generate() -> std::io::Result<Self> {
+        let mut bytes = [0u8; SECRET_BYTES];
+        OsRng.try_fill_bytes(&mut bytes).map_err(|e| {
+            std::io::Error::other(format!(
+                "no randomness from the operating system for the run's credentials: {e}"
+            ))
+        })?;
+        Ok(Credentials {
+            password: hex::encode(bytes),
+        })
+    }
+
+    /// Whether an `Authorization` header carries exactly these credentials (compared in constant time).
+    pub fn check(&self, authorization: Option<&HeaderValue>) -> Result<(), Refusal> {
+        let Some(value) = authorization else {
+            return Err(Refusal::NoCredentials);
+        };
+        let given = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"))
+            .and_then(|(_, b64)| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64.trim())
+                    .ok()
+            })
+            .unwrap_or_default();
+        let expected = format!("{USERNAME}:{}", self.password);
+        if bool::from(given.as_slice().ct_eq(expected.as_bytes())) {
+            Ok(())
+        } else {
+            Err(Refusal::WrongCredentials)
+        }
+    }
+}
 
 /// What the run's writes did, over all of terraform's POSTs.
 #[derive(Clone, Debug, Default)]
@@ -45,9 +131,21 @@ pub struct RunSummary {
     pub conflicts: BTreeMap<String, RecordConflict>,
     /// Other errors, as told to terraform.
     pub errors: Vec<String>,
+    /// Requests refused with 401: they did not carry this run's credentials.
+    pub unauthorized: usize,
 }
 
 impl RunSummary {
+    /// The summary's line about refused requests, when there were any.
+    pub fn refusal_line(&self) -> Option<String> {
+        (self.unauthorized > 0).then(|| {
+            format!(
+                "choudoufu-live: refused {} request(s) to this run's state server without the run's credentials (401); they read and wrote nothing",
+                self.unauthorized
+            )
+        })
+    }
+
     fn absorb(&mut self, report: &WriteReport) {
         self.writes += 1;
         self.created.extend(report.created.iter().cloned());
@@ -67,14 +165,21 @@ impl RunSummary {
 pub struct Backend {
     session: Session,
     summary: Mutex<RunSummary>,
+    max_body: usize,
 }
 
 impl Backend {
     /// A backend serving `session`.
     pub fn new(session: Session) -> Arc<Self> {
+        Self::with_max_body(session, MAX_STATE_BYTES)
+    }
+
+    /// A backend serving `session` that refuses state documents over `max_body` bytes.
+    pub fn with_max_body(session: Session, max_body: usize) -> Arc<Self> {
         Arc::new(Backend {
             session,
             summary: Mutex::new(RunSummary::default()),
+            max_body,
         })
     }
 
@@ -95,18 +200,41 @@ impl Backend {
     }
 }
 
-/// A running server: its address and how to stop it.
+/// A running server: its address, the credentials it lets in, and how to stop it.
 pub struct Server {
     /// The loopback address it listens on.
     pub addr: SocketAddr,
+    credentials: Arc<Credentials>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
 }
+
+/// The lock address variables `run` points at its own server when the user set them.
+const LOCK_VARS: [&str; 2] = ["TF_HTTP_LOCK_ADDRESS", "TF_HTTP_UNLOCK_ADDRESS"];
 
 impl Server {
     /// The state URL to give terraform as `TF_HTTP_ADDRESS`.
     pub fn state_url(&self) -> String {
         format!("http://{}/state", self.addr)
+    }
+
+    /// Every variable terraform needs to reach this server: its address and the run's credentials.
+    ///
+    /// `TF_HTTP_USERNAME`/`TF_HTTP_PASSWORD` override any the user's environment carries;
+    /// lock addresses the user set are pointed at this server, which holds nothing.
+    pub fn terraform_env(&self) -> Vec<(&'static str, String)> {
+        let url = self.state_url();
+        let mut env = vec![
+            ("TF_HTTP_ADDRESS", url.clone()),
+            ("TF_HTTP_USERNAME", USERNAME.to_string()),
+            ("TF_HTTP_PASSWORD", self.credentials.password.clone()),
+        ];
+        for var in LOCK_VARS {
+            if std::env::var_os(var).is_some() {
+                env.push((var, url.clone()));
+            }
+        }
+        env
     }
 
     /// Stop serving and wait for in-flight requests.
@@ -118,15 +246,22 @@ impl Server {
     }
 }
 
-/// Serve `backend` on a free loopback port.
+/// Serve `backend` on a free loopback port, to requests with fresh per-run credentials only.
 pub async fn serve(backend: Arc<Backend>) -> std::io::Result<Server> {
+    let credentials = Arc::new(Credentials::generate()?);
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
     // Requests are served on tasks of their own: their spans belong to the run that serves them.
     let run_span = tracing::Span::current();
+    let gate = (backend.clone(), credentials.clone());
     let app = Router::new()
         .route("/state", any(handle))
-        .layer(DefaultBodyLimit::max(MAX_STATE_BYTES))
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let (backend, credentials) = gate.clone();
+                async move { authorize(&backend, &credentials, req, next).await }
+            },
+        ))
         .layer(axum::middleware::from_fn(
             move |req: axum::extract::Request, next: axum::middleware::Next| {
                 trace_request(run_span.clone(), req, next)
@@ -146,9 +281,50 @@ pub async fn serve(backend: Arc<Backend>) -> std::io::Result<Server> {
     });
     Ok(Server {
         addr,
+        credentials,
         stop: Some(stop),
         task,
     })
+}
+
+/// Let a request through only with this run's credentials; refuse any other before its body is read.
+async fn authorize(
+    backend: &Backend,
+    credentials: &Credentials,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let checked = credentials.check(req.headers().get(header::AUTHORIZATION));
+    let refusal = match checked {
+        Ok(()) => return next.run(req).await,
+        Err(_) if cut(Mechanism::RunCredentials) => return next.run(req).await,
+        Err(refusal) => refusal,
+    };
+    // Nothing of the request is used: its body is dropped unread.
+    let method = req.method().clone();
+    drop(req);
+    backend.note(|s| s.unauthorized += 1);
+    telemetry::metrics().unauthorized(refusal.as_str());
+    tracing::warn!(
+        method = %method,
+        reason = refusal.as_str(),
+        "refused a state request without this run's credentials; nothing was read or written"
+    );
+    let why = match refusal {
+        Refusal::NoCredentials => "it carried no credentials",
+        Refusal::WrongCredentials => "its credentials are not this run's",
+    };
+    let mut response = text(
+        StatusCode::UNAUTHORIZED,
+        format!(
+            "401 Unauthorized: this state server answers only the terraform that `choudoufu-live run` started, which sends the run's own credentials (TF_HTTP_USERNAME and TF_HTTP_PASSWORD, fresh for each run); {why}. Nothing was read or written.\n"
+        ),
+    );
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"choudoufu-live run\", charset=\"UTF-8\""),
+    );
+    response
 }
 
 fn text(status: StatusCode, body: String) -> Response {
@@ -160,10 +336,18 @@ fn text(status: StatusCode, body: String) -> Response {
         .into_response()
 }
 
-async fn handle(State(backend): State<Arc<Backend>>, method: Method, body: Bytes) -> Response {
+async fn handle(
+    State(backend): State<Arc<Backend>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
     match method.as_str() {
         "GET" => get(&backend).await,
-        "POST" => post(&backend, &body).await,
+        "POST" => match read_body(&backend, &headers, body).await {
+            Ok(bytes) => post(&backend, &bytes).await,
+            Err(refused) => refused,
+        },
         "LOCK" | "UNLOCK" => {
             tracing::info!(method = %method, "lock request answered; nothing is held");
             text(StatusCode::OK, format!("{NO_LOCK}\n"))
@@ -193,6 +377,58 @@ async fn get(backend: &Backend) -> Response {
             text(StatusCode::INTERNAL_SERVER_ERROR, format!("{msg}\n"))
         }
     }
+}
+
+/// The request body, or the answer refusing it: over the limit (413, before anything is read
+/// when the length is declared), or cut short (400).
+async fn read_body(
+    backend: &Backend,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Vec<u8>, Response> {
+    let limit = if cut(Mechanism::BodyLimit) {
+        usize::MAX
+    } else {
+        backend.max_body
+    };
+    let refuse = |status: StatusCode, msg: String| {
+        backend.note(|s| s.errors.push(msg.clone()));
+        text(status, format!("{msg}\n"))
+    };
+    let too_large = |size: String| {
+        refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "state document of {size} is over the {limit}-byte limit of this state server; nothing was written"
+            ),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared
+        && len > limit as u64
+    {
+        return Err(too_large(format!("{len} bytes")));
+    }
+    let mut bytes = Vec::with_capacity(declared.map_or(0, |n| n.min(1 << 20) as usize));
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(chunk) if bytes.len() + chunk.len() > limit => {
+                return Err(too_large(format!("more than {limit} bytes")));
+            }
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(e) => {
+                return Err(refuse(
+                    StatusCode::BAD_REQUEST,
+                    format!("the state document did not arrive whole ({e}); nothing was written"),
+                ));
+            }
+        }
+    }
+    Ok(bytes)
 }
 
 async fn post(backend: &Backend, body: &[u8]) -> Response {
@@ -247,4 +483,88 @@ async fn trace_request(
         span.record("otel.status_code", "ERROR");
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::layout::{EstateName, Layout};
+    use crate::engine::program::ProgramStamp;
+    use crate::engine::session::RunInfo;
+    use crate::store::local::LocalStore;
+
+    fn basic(user: &str, password: &str) -> HeaderValue {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        HeaderValue::from_str(&format!("Basic {b64}")).unwrap()
+    }
+
+    #[test]
+    fn only_the_exact_credentials_pass() {
+        let c = Credentials::generate().unwrap();
+        assert_eq!(c.password.len(), 2 * SECRET_BYTES);
+        assert_eq!(c.check(Some(&basic(USERNAME, &c.password))), Ok(()));
+        let lower = HeaderValue::from_str(&format!(
+            "basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{USERNAME}:{}", c.password))
+        ))
+        .unwrap();
+        assert_eq!(
+            c.check(Some(&lower)),
+            Ok(()),
+            "the scheme is case-insensitive"
+        );
+        assert_eq!(c.check(None), Err(Refusal::NoCredentials));
+        let prefix = &c.password[..c.password.len() - 1];
+        for wrong in [
+            basic(USERNAME, prefix),
+            basic(USERNAME, &format!("{}0", c.password)),
+            basic("someone", &c.password),
+            basic(USERNAME, ""),
+            HeaderValue::from_static("Bearer abc"),
+            HeaderValue::from_static("Basic %%%not-base64"),
+            HeaderValue::from_static("Basic"),
+        ] {
+            assert_eq!(
+                c.check(Some(&wrong)),
+                Err(Refusal::WrongCredentials),
+                "{wrong:?}"
+            );
+        }
+        assert!(
+            !format!("{c:?}").contains(&c.password),
+            "Debug never shows the password"
+        );
+    }
+
+    #[tokio::test]
+    async fn each_server_has_its_own_password() {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = || {
+            Backend::new(Session::new(
+                Arc::new(LocalStore::new(dir.path())),
+                Layout::new(EstateName::parse("e").unwrap()),
+                RunInfo::new(ProgramStamp::default()),
+            ))
+        };
+        let (a, b) = (
+            serve(backend()).await.unwrap(),
+            serve(backend()).await.unwrap(),
+        );
+        let password = |s: &Server| {
+            s.terraform_env()
+                .into_iter()
+                .find(|(k, _)| *k == "TF_HTTP_PASSWORD")
+                .map(|(_, v)| v)
+                .unwrap()
+        };
+        let (pa, pb) = (password(&a), password(&b));
+        assert_ne!(pa, pb);
+        assert_eq!(pa.len(), 64, "256 bits, hex");
+        let env: Vec<&str> = a.terraform_env().iter().map(|(k, _)| *k).collect();
+        for var in ["TF_HTTP_ADDRESS", "TF_HTTP_USERNAME", "TF_HTTP_PASSWORD"] {
+            assert!(env.contains(&var), "{env:?}");
+        }
+        a.stop().await;
+        b.stop().await;
+    }
 }

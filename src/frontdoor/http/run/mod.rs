@@ -270,6 +270,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
     let root = effective_root(root, &cmd);
     let config = LiveConfig::load(&root)?;
     check_backend_for_run(&root, rest)?;
+    crate::config::check_stored_backend(rest)?;
     let _stock_lock = StockLock::hold_if_cut(config.estate.as_str()).await?;
     let store = store::open(&config.store, &root).await;
     let run = RunInfo::new(ProgramStamp::detect(&root));

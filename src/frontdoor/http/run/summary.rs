@@ -23,6 +23,7 @@ pub fn list(names: &BTreeSet<String>) -> String {
 
 /// Print one line of what was written, and every named conflict and error.
 pub fn print(config: &LiveConfig, s: &RunSummary) {
+    s.refusal_line().into_iter().for_each(|l| eprintln!("{l}"));
     if s.writes == 0 && s.conflicts.is_empty() && s.errors.is_empty() {
         return;
     }

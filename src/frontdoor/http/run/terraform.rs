@@ -35,15 +35,9 @@ impl Signals {
     }
 }
 
-/// Point terraform's `backend "http"` at this run's server.
+/// Point terraform's `backend "http"` at this run's server, with the run's credentials.
 pub fn child_env(cmd: &mut Command, server: &Server) {
-    cmd.env("TF_HTTP_ADDRESS", server.state_url());
-    for var in ["TF_HTTP_LOCK_ADDRESS", "TF_HTTP_UNLOCK_ADDRESS"] {
-        if std::env::var_os(var).is_some() {
-            // Lock requests reach this run's server, which holds nothing.
-            cmd.env(var, server.state_url());
-        }
-    }
+    cmd.envs(server.terraform_env());
 }
 
 /// One terraform program and its global options (`-chdir=DIR`).

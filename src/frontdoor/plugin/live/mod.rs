@@ -11,17 +11,18 @@ use tokio::sync::{Mutex, OnceCell, RwLock};
 use tonic::{Request, Response, Status};
 
 pub mod settings;
+pub mod validate;
 
 use super::proto::live as pb;
 use super::proto::live::live_server::Live;
 use crate::cloud::aws::markers as markers_aws;
 use crate::engine::digest::value_digest;
-use crate::engine::layout::{EstateName, Layout};
+use crate::engine::layout::Layout;
 use crate::engine::markers::{self, Timing};
 use crate::engine::pending::{self, Liveness};
 use crate::engine::plan_stamp::{PlanStamp, UnstampedPlanError};
 use crate::engine::program::ProgramStamp;
-use crate::engine::record_writes::{self, Kind, Outcome, RecordWrite, WriteOp};
+use crate::engine::record_writes::{self, Kind, Outcome};
 use crate::engine::session::{self, BaseRef, RunInfo, Snapshot, initial_lineage, read_snapshot};
 use crate::frontdoor::NO_LOCK;
 use crate::store::{self, DynStore, Version, WriteGuard};
@@ -83,26 +84,15 @@ fn error(summary: &str, detail: &str) -> Vec<pb::Diagnostic> {
     vec![diag(pb::diagnostic::Severity::Error, summary, detail, "")]
 }
 
+/// The diagnostic refusing a request whose field is wrong.
+fn invalid(e: &validate::FieldError) -> Vec<pb::Diagnostic> {
+    error("Invalid request", &e.to_string())
+}
+
 fn to_pb(v: &Version) -> pb::Version {
     pb::Version {
         token: v.token.clone(),
         version_id: v.version_id.clone().unwrap_or_default(),
-    }
-}
-
-fn from_pb(v: Option<&pb::Version>) -> Option<Version> {
-    v.filter(|v| !v.token.is_empty()).map(|v| Version {
-        token: v.token.clone(),
-        version_id: Some(v.version_id.clone()).filter(|s| !s.is_empty()),
-    })
-}
-
-fn kind_of(k: i32) -> Option<Kind> {
-    match pb::RecordKind::try_from(k).ok()? {
-        pb::RecordKind::Resource => Some(Kind::Resource),
-        pb::RecordKind::Output => Some(Kind::Output),
-        pb::RecordKind::Provider => Some(Kind::Provider),
-        pb::RecordKind::Unspecified => None,
     }
 }
 
@@ -119,13 +109,18 @@ impl Live for LiveService {
                 run_id: String::new(),
             }))
         };
-        let estate = match EstateName::parse(&req.estate) {
+        let estate = match validate::configure(&req) {
             Ok(e) => e,
-            Err(m) => return fail(m),
+            Err(e) => return fail(e.to_string()),
         };
         let settings = match settings::settings(req.store) {
             Ok(s) => s,
-            Err(e) => return fail(e.message),
+            Err(e) => {
+                return fail(match e.setting {
+                    Some(name) => format!("field `store.{name}`: {}", e.message),
+                    None => format!("field `store`: {}", e.message),
+                });
+            }
         };
         let store = store::open(&settings, &self.root).await;
         let layout = Layout::new(estate);
@@ -257,55 +252,15 @@ impl Live for LiveService {
         req: Request<pb::WriteRecordsRequest>,
     ) -> Result<Response<pb::WriteRecordsResponse>, Status> {
         let r = self.current().await?;
-        let mut writes = Vec::new();
-        for w in req.into_inner().writes {
-            let Some(kind) = kind_of(w.kind) else {
-                return Err(Status::invalid_argument(format!(
-                    "{}: record kind is not set",
-                    w.address
-                )));
-            };
-            let content = || {
-                serde_json::from_slice::<serde_json::Value>(&w.content).map_err(|e| {
-                    Status::invalid_argument(format!("{}: content is not JSON: {e}", w.address))
-                })
-            };
-            let expected = from_pb(w.expected.as_ref());
-            let op = match pb::record_write::Op::try_from(w.op)
-                .unwrap_or(pb::record_write::Op::Unspecified)
-            {
-                pb::record_write::Op::Create => WriteOp::Create(content()?),
-                pb::record_write::Op::Update => WriteOp::Update(
-                    expected.ok_or_else(|| {
-                        Status::invalid_argument(format!(
-                            "{}: an update needs the version read",
-                            w.address
-                        ))
-                    })?,
-                    content()?,
-                ),
-                pb::record_write::Op::Delete => WriteOp::Delete(
-                    expected.ok_or_else(|| {
-                        Status::invalid_argument(format!(
-                            "{}: a delete needs the version read",
-                            w.address
-                        ))
-                    })?,
-                    w.undeclared,
-                ),
-                pb::record_write::Op::Unspecified => {
-                    return Err(Status::invalid_argument(format!(
-                        "{}: op is not set",
-                        w.address
-                    )));
-                }
-            };
-            writes.push(RecordWrite {
-                address: w.address,
-                kind,
-                op,
-            });
-        }
+        let writes = match validate::write_records(req.into_inner()) {
+            Ok(writes) => writes,
+            Err(e) => {
+                return Ok(Response::new(pb::WriteRecordsResponse {
+                    results: vec![],
+                    diagnostics: invalid(&e),
+                }));
+            }
+        };
         if let Some(guard) = &r.guard
             && let Err(e) = r.guard_passed.get_or_try_init(|| guard.check()).await
         {
@@ -417,6 +372,12 @@ impl Live for LiveService {
     ) -> Result<Response<pb::InjectMarkersResponse>, Status> {
         let r = self.current().await?;
         let req = req.into_inner();
+        if let Err(e) = validate::inject_markers(&req) {
+            return Ok(Response::new(pb::InjectMarkersResponse {
+                diagnostics: invalid(&e),
+                ..Default::default()
+            }));
+        }
         let config: serde_json::Value = serde_json::from_slice(&req.config_json)
             .map_err(|e| Status::invalid_argument(format!("config_json is not JSON: {e}")))?;
         match markers::inject(
@@ -460,6 +421,13 @@ impl Live for LiveService {
         let r = self.current().await?;
         let req = req.into_inner();
         use pb::begin_change_response::Outcome as O;
+        if let Err(e) = validate::begin_change(&req) {
+            return Ok(Response::new(pb::BeginChangeResponse {
+                outcome: O::Unspecified as i32,
+                taken_over: vec![],
+                diagnostics: invalid(&e),
+            }));
+        }
         match pending::begin_change(
             &r.store,
             &r.layout,
@@ -567,6 +535,12 @@ impl Live for LiveService {
         let r = self.current().await?;
         let req = req.into_inner();
         use pb::check_plan_response::Outcome as O;
+        if let Err(e) = validate::check_plan(&req) {
+            return Ok(Response::new(pb::CheckPlanResponse {
+                outcome: O::Unspecified as i32,
+                diagnostics: invalid(&e),
+            }));
+        }
         let refuse = |outcome: O, text: String| {
             crate::telemetry::metrics().conflicts(
                 if outcome == O::Moved {
@@ -633,6 +607,13 @@ impl Live for LiveService {
         let r = self.current().await?;
         let req = req.into_inner();
         use pb::find_by_markers_response::Outcome as O;
+        if let Err(e) = validate::find_by_markers(&req) {
+            return Ok(Response::new(pb::FindByMarkersResponse {
+                outcome: O::NotListed as i32,
+                diagnostics: invalid(&e),
+                ..Default::default()
+            }));
+        }
         let estate = r.layout.estate().as_str().to_string();
         let not_listed = |severity, summary: &str, detail: String| {
             Ok(Response::new(pb::FindByMarkersResponse {
@@ -708,6 +689,12 @@ impl Live for LiveService {
     ) -> Result<Response<pb::ListUnrecordedResponse>, Status> {
         let r = self.current().await?;
         let req = req.into_inner();
+        if let Err(e) = validate::list_unrecorded(&req) {
+            return Ok(Response::new(pb::ListUnrecordedResponse {
+                objects: vec![],
+                diagnostics: invalid(&e),
+            }));
+        }
         let estate = r.layout.estate().as_str().to_string();
         let entries = record_writes::read_entries(&r.store, &r.layout, PARALLEL)
             .await

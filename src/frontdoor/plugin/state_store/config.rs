@@ -47,15 +47,25 @@ fn from_json(v: &serde_json::Value) -> Attr {
 pub fn decode(dv: &DynamicValue) -> Result<Attrs, SettingError> {
     let mut out = Attrs::new();
     if !dv.msgpack.is_empty() {
-        let value = rmpv::decode::read_value(&mut dv.msgpack.as_slice()).map_err(|e| {
+        let mut rest = dv.msgpack.as_slice();
+        let value = rmpv::decode::read_value(&mut rest).map_err(|e| {
             SettingError::block(format!("the configuration is not valid msgpack: {e}"))
         })?;
+        if !rest.is_empty() {
+            return Err(SettingError::block(format!(
+                "the configuration is not valid msgpack: {} byte(s) after its value",
+                rest.len()
+            )));
+        }
         match value {
             rmpv::Value::Map(entries) => {
                 for (k, v) in &entries {
-                    if let Some(k) = k.as_str() {
-                        out.insert(k.to_string(), from_msgpack(v));
-                    }
+                    let Some(k) = k.as_str() else {
+                        return Err(SettingError::block(
+                            "the configuration has a key that is not a string; terraform sends an object of named attributes",
+                        ));
+                    };
+                    out.insert(k.to_string(), from_msgpack(v));
                 }
             }
             rmpv::Value::Nil => {}

@@ -71,8 +71,12 @@ impl StateStoreProvider {
         c: &Configured,
         state_id: &str,
     ) -> Result<Arc<Session>, Vec<pb::Diagnostic>> {
-        let estate =
-            estate_for(&c.estate, state_id).map_err(|m| error("Invalid workspace name", &m))?;
+        let estate = estate_for(&c.estate, state_id).map_err(|m| {
+            error(
+                "Invalid workspace name",
+                &format!("field `state_id` (the workspace name): {m}; nothing was read or written"),
+            )
+        })?;
         let mut sessions = c.sessions.lock().await;
         Ok(sessions
             .entry(state_id.to_string())

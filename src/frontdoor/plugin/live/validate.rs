@@ -1,0 +1,532 @@
+//! The live protocol's requests checked before any store call: each field that names something must parse.
+//!
+//! Pure functions of the request, so `fuzz/fuzz_targets/live_request.rs` can throw any bytes
+//! at them. A refusal names the field (`writes[2].address`) and says what a valid value looks like.
+
+use std::fmt;
+
+use thiserror::Error;
+
+use super::super::proto::live as pb;
+use crate::cut::{Mechanism, cut};
+use crate::engine::layout::EstateName;
+use crate::engine::record_writes::{Kind, RecordWrite, WriteOp};
+use crate::store::Version;
+
+/// Longest address accepted; terraform's own are far shorter, and a longer one is stored under its digest anyway.
+pub const MAX_ADDRESS: usize = 4096;
+/// Longest run ID accepted.
+pub const MAX_RUN_ID: usize = 128;
+/// The operations a pending mark may name.
+pub const OPERATIONS: &[&str] = &["create", "update", "delete", "replace"];
+
+/// A request field that is wrong: which one, and why. Nothing was read or written.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+#[error("field `{field}`: {message}; nothing was read or written")]
+pub struct FieldError {
+    /// The field, e.g. `writes[2].address`.
+    pub field: String,
+    /// What is wrong and what a valid value looks like.
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// A value shown in a message: quoted and cut short, so a hostile one cannot flood the answer.
+struct Shown<'a>(&'a str);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const SHOWN: usize = 120;
+        match self.0.char_indices().nth(SHOWN) {
+            Some((cut_at, _)) => write!(f, "{:?}...", &self.0[..cut_at]),
+            None => write!(f, "{:?}", self.0),
+        }
+    }
+}
+
+/// A cursor over an address being parsed.
+struct Cursor<'a> {
+    rest: &'a str,
+}
+
+impl<'a> Cursor<'a> {
+    fn eat(&mut self, prefix: &str) -> bool {
+        match self.rest.strip_prefix(prefix) {
+            Some(r) => {
+                self.rest = r;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.rest.chars().next()
+    }
+
+    fn bump(&mut self) -> Option<char> {
+        let c = self.peek()?;
+        self.rest = &self.rest[c.len_utf8()..];
+        Some(c)
+    }
+
+    /// An HCL identifier: a letter or `_`, then letters, digits, `_` or `-`.
+    fn ident(&mut self) -> Result<&'a str, &'static str> {
+        let start = self.rest;
+        match self.peek() {
+            Some(c) if c.is_alphabetic() || c == '_' => {}
+            _ => return Err("a name must start with a letter or '_'"),
+        }
+        while let Some(c) = self.peek() {
+            if c.is_alphanumeric() || c == '_' || c == '-' {
+                self.bump();
+            } else {
+                break;
+            }
+        }
+        Ok(&start[..start.len() - self.rest.len()])
+    }
+
+    /// An instance key: `[0]` or `["key"]` (escapes as terraform prints them).
+    fn index(&mut self) -> Result<(), &'static str> {
+        if !self.eat("[") {
+            return Ok(());
+        }
+        if self.eat("\"") {
+            loop {
+                match self.bump() {
+                    None => return Err("a quoted key is not closed"),
+                    Some('"') => break,
+                    Some('\\') => match self.bump() {
+                        Some('\\' | '"' | 'n' | 'r' | 't') => {}
+                        Some('u') => self.hex(4)?,
+                        Some('U') => self.hex(8)?,
+                        _ => return Err("a quoted key has an unknown escape"),
+                    },
+                    Some(c) if c.is_control() => {
+                        return Err("a quoted key holds a control character");
+                    }
+                    Some(_) => {}
+                }
+            }
+        } else {
+            self.eat("-");
+            let digits = self.rest.len()
+                - self
+                    .rest
+                    .trim_start_matches(|c: char| c.is_ascii_digit())
+                    .len();
+            if digits == 0 || digits > 19 {
+                return Err("a key is a whole number or a quoted string");
+            }
+            self.rest = &self.rest[digits..];
+        }
+        if self.eat("]") {
+            Ok(())
+        } else {
+            Err("a key is not closed with ']'")
+        }
+    }
+
+    fn hex(&mut self, n: usize) -> Result<(), &'static str> {
+        for _ in 0..n {
+            match self.bump() {
+                Some(c) if c.is_ascii_hexdigit() => {}
+                _ => return Err("a \\u escape needs hex digits"),
+            }
+        }
+        Ok(())
+    }
+
+    /// `module.NAME[KEY].` repeated.
+    fn module_path(&mut self) -> Result<(), &'static str> {
+        while self.eat("module.") {
+            self.ident()?;
+            self.index()?;
+            if !self.eat(".") {
+                return Err("a module path is followed by '.'");
+            }
+        }
+        Ok(())
+    }
+}
+
+fn checked(
+    field: &str,
+    value: &str,
+    what: &str,
+    example: &str,
+    parse: impl FnOnce(&mut Cursor) -> Result<(), &'static str>,
+) -> Result<(), FieldError> {
+    let refuse = |why: &str| {
+        FieldError::new(
+            field,
+            format!("{} is not {what} ({why}); e.g. {example}", Shown(value)),
+        )
+    };
+    if value.is_empty() {
+        return Err(refuse("it is empty"));
+    }
+    if value.len() > MAX_ADDRESS {
+        return Err(refuse(&format!("it is over {MAX_ADDRESS} bytes")));
+    }
+    let mut c = Cursor { rest: value };
+    parse(&mut c).map_err(refuse)?;
+    if !c.rest.is_empty() {
+        return Err(refuse("it has more after the address"));
+    }
+    Ok(())
+}
+
+/// A resource instance address as terraform prints it: `module.m["k"].aws_instance.web[0]`, `data.x.y`, with ` (deposed KEY)` for a deposed object.
+pub fn resource_address(field: &str, value: &str) -> Result<(), FieldError> {
+    checked(
+        field,
+        value,
+        "a resource instance address",
+        "aws_instance.web[\"a\"] or module.net[0].aws_subnet.b",
+        |c| {
+            c.module_path()?;
+            if c.eat("data.") {
+                // A data resource.
+            }
+            c.ident()?;
+            if !c.eat(".") {
+                return Err("a resource address is TYPE.NAME");
+            }
+            c.ident()?;
+            c.index()?;
+            if c.eat(" (deposed ") {
+                let key = c.rest.len()
+                    - c.rest
+                        .trim_start_matches(|ch: char| ch.is_ascii_alphanumeric())
+                        .len();
+                if key == 0 {
+                    return Err("a deposed object names its key");
+                }
+                c.rest = &c.rest[key..];
+                if !c.eat(")") {
+                    return Err("(deposed KEY) is not closed");
+                }
+            }
+            Ok(())
+        },
+    )
+}
+
+/// A root output's name: an identifier.
+pub fn output_name(field: &str, value: &str) -> Result<(), FieldError> {
+    checked(field, value, "an output name", "\"endpoint\"", |c| {
+        c.ident().map(|_| ())
+    })
+}
+
+/// A provider configuration address: `provider["registry.terraform.io/hashicorp/aws"]`, with `.ALIAS` and a module path.
+pub fn provider_address(field: &str, value: &str) -> Result<(), FieldError> {
+    checked(
+        field,
+        value,
+        "a provider configuration address",
+        "provider[\"registry.terraform.io/hashicorp/aws\"].west",
+        |c| {
+            c.module_path()?;
+            if !c.eat("provider[\"") {
+                return Err("it starts with provider[\"SOURCE\"]");
+            }
+            let source = c.rest.len()
+                - c.rest
+                    .trim_start_matches(|ch: char| {
+                        ch.is_ascii_alphanumeric() || matches!(ch, '.' | '/' | '-' | '_')
+                    })
+                    .len();
+            if source == 0 {
+                return Err("the provider source is empty or holds other characters");
+            }
+            c.rest = &c.rest[source..];
+            if !c.eat("\"]") {
+                return Err("provider[\"SOURCE\"] is not closed");
+            }
+            if c.eat(".") {
+                c.ident()?;
+            }
+            Ok(())
+        },
+    )
+}
+
+/// The address of a record of `kind`.
+pub fn record_address(field: &str, kind: Kind, value: &str) -> Result<(), FieldError> {
+    if cut(Mechanism::RequestValidation) {
+        return Ok(());
+    }
+    match kind {
+        Kind::Resource => resource_address(field, value),
+        Kind::Output => output_name(field, value),
+        Kind::Provider => provider_address(field, value),
+    }
+}
+
+fn resource(field: &str, value: &str) -> Result<(), FieldError> {
+    record_address(field, Kind::Resource, value)
+}
+
+/// The estate a Configure request names.
+pub fn estate(value: &str) -> Result<EstateName, FieldError> {
+    EstateName::parse(value).map_err(|m| FieldError::new("estate", m))
+}
+
+/// A Configure request's estate and run ID.
+pub fn configure(req: &pb::ConfigureRequest) -> Result<EstateName, FieldError> {
+    let estate = estate(&req.estate)?;
+    let id = &req.run_id;
+    let ok_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if !cut(Mechanism::RequestValidation)
+        && !id.is_empty()
+        && (id.len() > MAX_RUN_ID || !id.chars().all(ok_char))
+    {
+        return Err(FieldError::new(
+            "run_id",
+            format!(
+                "{} is not a run ID: leave it empty for the plugin to make one, or use up to {MAX_RUN_ID} letters, digits, '.', '_' or '-'",
+                Shown(id)
+            ),
+        ));
+    }
+    Ok(estate)
+}
+
+fn version(v: Option<&pb::Version>) -> Option<Version> {
+    v.filter(|v| !v.token.is_empty()).map(|v| Version {
+        token: v.token.clone(),
+        version_id: Some(v.version_id.clone()).filter(|s| !s.is_empty()),
+    })
+}
+
+fn kind(k: i32) -> Option<Kind> {
+    match pb::RecordKind::try_from(k).ok()? {
+        pb::RecordKind::Resource => Some(Kind::Resource),
+        pb::RecordKind::Output => Some(Kind::Output),
+        pb::RecordKind::Provider => Some(Kind::Provider),
+        pb::RecordKind::Unspecified => None,
+    }
+}
+
+/// A WriteRecords request as record writes: every write's kind, op, address, version and content checked.
+pub fn write_records(req: pb::WriteRecordsRequest) -> Result<Vec<RecordWrite>, FieldError> {
+    let mut writes = Vec::with_capacity(req.writes.len());
+    for (i, w) in req.writes.into_iter().enumerate() {
+        let field = |name: &str| format!("writes[{i}].{name}");
+        let Some(kind) = kind(w.kind) else {
+            return Err(FieldError::new(
+                field("kind"),
+                "the record kind is not set: RESOURCE, OUTPUT or PROVIDER",
+            ));
+        };
+        record_address(&field("address"), kind, &w.address)?;
+        let content = || {
+            serde_json::from_slice::<serde_json::Value>(&w.content)
+                .map_err(|e| FieldError::new(field("content"), format!("not JSON: {e}")))
+        };
+        let expected = || {
+            version(w.expected.as_ref()).ok_or_else(|| {
+                FieldError::new(
+                    field("expected"),
+                    "an update or delete needs the version this run read",
+                )
+            })
+        };
+        let op = match pb::record_write::Op::try_from(w.op)
+            .unwrap_or(pb::record_write::Op::Unspecified)
+        {
+            pb::record_write::Op::Create => WriteOp::Create(content()?),
+            pb::record_write::Op::Update => WriteOp::Update(expected()?, content()?),
+            pb::record_write::Op::Delete => WriteOp::Delete(expected()?, w.undeclared),
+            pb::record_write::Op::Unspecified => {
+                return Err(FieldError::new(
+                    field("op"),
+                    "the operation is not set: CREATE, UPDATE or DELETE",
+                ));
+            }
+        };
+        writes.push(RecordWrite {
+            address: w.address,
+            kind,
+            op,
+        });
+    }
+    Ok(writes)
+}
+
+/// A BeginChange request: its address, operation and every dependency.
+pub fn begin_change(req: &pb::BeginChangeRequest) -> Result<(), FieldError> {
+    resource("address", &req.address)?;
+    if !cut(Mechanism::RequestValidation) && !OPERATIONS.contains(&req.operation.as_str()) {
+        return Err(FieldError::new(
+            "operation",
+            format!(
+                "{} is not an operation: {}",
+                Shown(&req.operation),
+                OPERATIONS.join(", ")
+            ),
+        ));
+    }
+    for (i, d) in req.dependencies.iter().enumerate() {
+        resource(&format!("dependencies[{i}]"), d)?;
+    }
+    Ok(())
+}
+
+/// A CheckPlan request: every changed address and output.
+pub fn check_plan(req: &pb::CheckPlanRequest) -> Result<(), FieldError> {
+    for (i, a) in req.changed_addresses.iter().enumerate() {
+        resource(&format!("changed_addresses[{i}]"), a)?;
+    }
+    for (i, o) in req.changed_outputs.iter().enumerate() {
+        record_address(&format!("changed_outputs[{i}]"), Kind::Output, o)?;
+    }
+    Ok(())
+}
+
+/// An InjectMarkers request's address.
+pub fn inject_markers(req: &pb::InjectMarkersRequest) -> Result<(), FieldError> {
+    resource("address", &req.address)
+}
+
+/// A FindByMarkers request's address.
+pub fn find_by_markers(req: &pb::FindByMarkersRequest) -> Result<(), FieldError> {
+    resource("address", &req.address)
+}
+
+/// A ListUnrecorded request's provider configuration addresses.
+pub fn list_unrecorded(req: &pb::ListUnrecordedRequest) -> Result<(), FieldError> {
+    for (i, p) in req.providers.iter().enumerate() {
+        record_address(
+            &format!("providers[{i}].address"),
+            Kind::Provider,
+            &p.address,
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_terraform_prints_parse() {
+        for a in [
+            "aws_instance.web",
+            "terraform_data.x[0]",
+            "aws_instance.web[\"a b\"]",
+            "aws_instance.web[\"q\\\"uote\\\\ $${x} \\u00e9\"]",
+            "module.net[0].module.sub[\"k\"].aws_subnet.b[-1]",
+            "module.data.data.aws_ami.latest",
+            "terraform_data.cbd (deposed 0a1b2c3d)",
+            "my-type.my-name",
+        ] {
+            resource_address("address", a).unwrap_or_else(|e| panic!("{a}: {e}"));
+        }
+        for p in [
+            "provider[\"registry.terraform.io/hashicorp/aws\"]",
+            "provider[\"registry.terraform.io/hashicorp/aws\"].west",
+            "module.m.provider[\"terraform.io/builtin/terraform\"]",
+        ] {
+            provider_address("address", p).unwrap_or_else(|e| panic!("{p}: {e}"));
+        }
+        output_name("o", "endpoint_url").unwrap();
+    }
+
+    #[test]
+    fn addresses_that_do_not_parse_are_refused_by_field() {
+        for a in [
+            "",
+            "web",
+            "aws_instance.",
+            ".web",
+            "aws_instance.web[",
+            "aws_instance.web[\"open]",
+            "aws_instance.web[1.5]",
+            "aws_instance.web extra",
+            "../../etc/passwd",
+            "a/b.c",
+            "aws_instance.web[\"\u{0}\"]",
+            "module.m.aws_instance",
+            "terraform_data.cbd (deposed )",
+        ] {
+            let e = resource_address("writes[3].address", a).unwrap_err();
+            assert_eq!(e.field, "writes[3].address", "{a}");
+            assert!(e.to_string().contains("nothing was read or written"));
+        }
+        assert!(resource_address("a", &format!("t.{}", "n".repeat(MAX_ADDRESS))).is_err());
+        assert!(output_name("o", "a.b").is_err());
+        assert!(provider_address("p", "provider.aws").is_err());
+        // A hostile value is shown cut short.
+        let e = resource_address("address", &"/".repeat(3000)).unwrap_err();
+        assert!(e.message.len() < 400, "{}", e.message.len());
+    }
+
+    #[test]
+    fn estates_and_run_ids_are_checked() {
+        let req = |estate: &str, run_id: &str| pb::ConfigureRequest {
+            estate: estate.into(),
+            run_id: run_id.into(),
+            ..Default::default()
+        };
+        assert!(configure(&req("prod", "")).is_ok());
+        for bad in ["", "a/b", "..", &"x".repeat(64), "prod@ws"] {
+            assert_eq!(configure(&req(bad, "")).unwrap_err().field, "estate");
+        }
+        assert_eq!(configure(&req("prod", "a/b")).unwrap_err().field, "run_id");
+        assert_eq!(
+            configure(&req("prod", &"r".repeat(129))).unwrap_err().field,
+            "run_id"
+        );
+    }
+
+    #[test]
+    fn writes_name_the_field_that_is_wrong() {
+        let w = |kind: pb::RecordKind, op: pb::record_write::Op, address: &str| pb::RecordWrite {
+            address: address.into(),
+            kind: kind as i32,
+            op: op as i32,
+            content: b"{}".to_vec(),
+            ..Default::default()
+        };
+        use pb::RecordKind as K;
+        use pb::record_write::Op;
+        let req = |writes| pb::WriteRecordsRequest { writes };
+        let field = |r| write_records(r).unwrap_err().field;
+        assert_eq!(
+            field(req(vec![
+                w(K::Resource, Op::Create, "t.a"),
+                w(K::Resource, Op::Create, "t")
+            ])),
+            "writes[1].address"
+        );
+        assert_eq!(
+            field(req(vec![w(K::Unspecified, Op::Create, "t.a")])),
+            "writes[0].kind"
+        );
+        assert_eq!(
+            field(req(vec![w(K::Resource, Op::Unspecified, "t.a")])),
+            "writes[0].op"
+        );
+        assert_eq!(
+            field(req(vec![w(K::Resource, Op::Update, "t.a")])),
+            "writes[0].expected"
+        );
+        let mut bad_json = w(K::Output, Op::Create, "o");
+        bad_json.content = b"{".to_vec();
+        assert_eq!(field(req(vec![bad_json])), "writes[0].content");
+        assert!(write_records(req(vec![w(K::Output, Op::Create, "o")])).is_ok());
+    }
+}
