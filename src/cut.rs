@@ -51,6 +51,8 @@ pub enum Mechanism {
     ClientPinning,
     /// Listing live objects by their markers.
     Listing,
+    /// Using an estate image's entry only at the version the listing gives.
+    ImageVersion,
 }
 
 impl Mechanism {
@@ -73,6 +75,7 @@ impl Mechanism {
         Mechanism::PolicyScope,
         Mechanism::ClientPinning,
         Mechanism::Listing,
+        Mechanism::ImageVersion,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -95,6 +98,7 @@ impl Mechanism {
             Mechanism::PolicyScope => "policy-scope",
             Mechanism::ClientPinning => "client-pinning",
             Mechanism::Listing => "listing",
+            Mechanism::ImageVersion => "image-version",
         }
     }
 
