@@ -26,9 +26,10 @@ use crate::engine::record::{CorruptRecord, EstateMeta, Record};
 use crate::engine::state::StateError;
 use crate::store::{DynStore, StoreError, UnsafeRecordStore, Version, WriteGuard};
 
-pub use assemble::{FALLBACK_TERRAFORM_VERSION, header_of, initial_lineage, serial_of};
+pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_lineage, serial_of};
 pub use read::{
     Read, ReadStats, Sources, fetch_image, read_estate, read_snapshot, read_snapshot_cached,
+    snapshot_of_image,
 };
 pub use write::{RecordConflict, RecordConflictError, WriteReport};
 

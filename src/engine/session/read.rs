@@ -283,7 +283,8 @@ pub async fn read_estate(
 
     // Each record from this run's last read, the image, the cache, else the store.
     let mut got: Vec<Got> = Vec::with_capacity(wanted.len());
-    let mut to_fetch = Vec::new();
+    let mut from_image = Vec::new();
+    let mut rest = Vec::new();
     for (key, kind, version) in wanted {
         if in_prior(&key, &kind, &version) {
             let prior = sources.prior.map(|p| match kind {
@@ -300,16 +301,19 @@ pub async fn read_estate(
                 continue;
             }
         }
-        if let Some(entry) = held.image().and_then(|i| i.entry_at(&key, &version)) {
-            let from_image = decode(
-                layout,
-                &key,
-                &kind,
-                entry.version.clone(),
-                entry.bytes,
-                Some(entry.digest),
-            );
-            match from_image {
+        if held
+            .image()
+            .is_some_and(|i| i.entry_at(&key, &version).is_some())
+        {
+            from_image.push((key, kind, version));
+        } else {
+            rest.push((key, kind, version));
+        }
+    }
+    if let Some(image) = held.image().filter(|_| !from_image.is_empty()) {
+        let decoded = decode_entries_blocking(layout, image, from_image).await;
+        for ((key, kind, version), item) in decoded {
+            match item {
                 Ok(item) => {
                     stats.from_image += 1;
                     got.push(Got {
@@ -317,13 +321,16 @@ pub async fn read_estate(
                         item,
                         from: From::Image,
                     });
-                    continue;
                 }
                 Err(e) => {
                     tracing::warn!(key = %key, error = %e, "ignoring the estate image's entry: fetching the record");
+                    rest.push((key, kind, version));
                 }
             }
         }
+    }
+    let mut to_fetch = Vec::new();
+    for (key, kind, version) in rest {
         if let Some(hit) = sources.cache.and_then(|c| c.get(&key, &version)) {
             let item = decode(layout, &key, &kind, hit.version, &hit.bytes, None)?;
             stats.from_cache += 1;
@@ -380,15 +387,7 @@ pub async fn read_estate(
     let refresh =
         (outside > bound).then(|| image_of(layout, run_id, &got, held.image().map(|i| &**i)));
 
-    let mut snapshot = Snapshot::default();
-    for g in got {
-        match g.item {
-            Decoded::Estate(meta, version) => snapshot.estate = Some((meta, version)),
-            Decoded::Record(entry) => {
-                snapshot.records.insert(g.key, entry);
-            }
-        }
-    }
+    let snapshot = snapshot_of(got);
     tracing::debug!(
         listed = stats.listed,
         ranges = stats.ranges,
@@ -408,6 +407,118 @@ pub async fn read_estate(
         refresh,
         stats,
     })
+}
+
+/// The snapshot of what a read got (sorted first, so the map is built in one pass).
+fn snapshot_of(mut got: Vec<Got>) -> Snapshot {
+    got.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    let mut estate = None;
+    let records = got
+        .into_iter()
+        .filter_map(|g| match g.item {
+            Decoded::Estate(meta, version) => {
+                estate = Some((meta, version));
+                None
+            }
+            Decoded::Record(entry) => Some((g.key, entry)),
+        })
+        .collect();
+    Snapshot { estate, records }
+}
+
+/// One wanted record: its key, kind and listed version.
+type Wanted = (String, KeyKind, Version);
+
+/// Decode `wanted` from `image` (each at its listed version), split over the machine's cores;
+/// one result per wanted record, in order.
+fn decode_entries(
+    layout: &Layout,
+    image: &Image,
+    wanted: &[Wanted],
+) -> Vec<Result<Decoded, SessionError>> {
+    let one = |w: &Wanted| match image.entry_at(&w.0, &w.2) {
+        Some(e) => decode(layout, e.key, &w.1, e.version.clone(), e.bytes, Some(e.digest)),
+        None => Err(unreadable(&w.0, "the image holds no entry at the listed version")),
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if threads < 2 || wanted.len() < 256 {
+        return wanted.iter().map(one).collect();
+    }
+    let per = wanted.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = wanted
+            .chunks(per)
+            .map(|chunk| (chunk, scope.spawn(move || chunk.iter().map(one).collect::<Vec<_>>())))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(chunk, h)| {
+                h.join().unwrap_or_else(|_| {
+                    chunk
+                        .iter()
+                        .map(|w| Err(unreadable(&w.0, "decoding it from the image failed")))
+                        .collect()
+                })
+            })
+            .collect()
+    })
+}
+
+fn unreadable(key: &str, reason: &str) -> SessionError {
+    SessionError::Corrupt(crate::engine::record::CorruptRecord {
+        key: key.to_string(),
+        reason: reason.to_string(),
+    })
+}
+
+/// [`decode_entries`] off the async threads; each wanted record with its result.
+async fn decode_entries_blocking(
+    layout: &Layout,
+    image: &Arc<Image>,
+    wanted: Vec<Wanted>,
+) -> Vec<(Wanted, Result<Decoded, SessionError>)> {
+    let (layout, image) = (layout.clone(), Arc::clone(image));
+    let wanted = Arc::new(wanted);
+    let task = {
+        let wanted = Arc::clone(&wanted);
+        tokio::task::spawn_blocking(move || decode_entries(&layout, &image, &wanted))
+    };
+    let results = task.await;
+    let wanted = Arc::try_unwrap(wanted).unwrap_or_else(|w| (*w).clone());
+    match results {
+        Ok(results) => wanted.into_iter().zip(results).collect(),
+        // The decoding task died: those records are fetched instead.
+        Err(_) => wanted
+            .into_iter()
+            .map(|w| {
+                let e = unreadable(&w.0, "decoding it from the image failed");
+                (w, Err(e))
+            })
+            .collect(),
+    }
+}
+
+/// Every record an image holds, decoded as a read decodes them (the CPU part of a read, for `make bench`).
+pub fn snapshot_of_image(layout: &Layout, image: &Image) -> Result<Snapshot, SessionError> {
+    let wanted: Vec<Wanted> = image
+        .entries()
+        .filter_map(|e| {
+            let kind = layout.classify(e.key)?;
+            Some((e.key.to_string(), kind, e.version.clone()))
+        })
+        .collect();
+    let decoded = decode_entries(layout, image, &wanted);
+    let mut got = Vec::with_capacity(wanted.len());
+    for ((key, _, _), item) in wanted.into_iter().zip(decoded) {
+        got.push(Got {
+            key,
+            item: item?,
+            from: From::Image,
+        });
+    }
+    Ok(snapshot_of(got))
 }
 
 /// The bytes of a new image of every record read.
