@@ -159,6 +159,13 @@ impl KeyRange {
         self.before.as_deref().is_some_and(|b| key >= b)
     }
 
+    /// Whether no key after `key` can lie inside: the end is at most `key`'s successor.
+    pub fn ends_after(&self, key: &str) -> bool {
+        self.before.as_deref().is_some_and(|b| {
+            b <= key || (b.len() == key.len() + 1 && b.starts_with(key) && b.ends_with('\0'))
+        })
+    }
+
     /// The end bound as a server may take it: `before` unless it holds a NUL, which some
     /// servers refuse in a query; then none (the listing is cut here instead).
     pub fn wire_before(&self) -> Option<&str> {
@@ -286,9 +293,9 @@ pub async fn list_all(store: &dyn RecordStore, prefix: &str) -> Result<Vec<Liste
     }
 }
 
-/// The part of `page` inside `range`; no next page once a key at or past its end was seen.
+/// The part of `page` inside `range`; no next page once the page reached the range's end.
 pub fn within(page: Page, range: &KeyRange) -> Page {
-    let past = page.items.last().is_some_and(|l| range.is_past(&l.key));
+    let past = page.items.last().is_some_and(|l| range.ends_after(&l.key));
     let items = page
         .items
         .into_iter()
@@ -357,4 +364,27 @@ pub async fn open(settings: &StoreSettings, root: &Path) -> DynStore {
         StoreSettings::Gcs(gcs) => Arc::new(gcs::GcsStore::connect(gcs)),
     };
     Arc::new(traced::Traced::new(inner))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_through_a_key_tile_the_key_space() {
+        let a = KeyRange::through(None, Some("k5".into()));
+        let b = KeyRange::through(Some("k5".into()), Some("k9".into()));
+        let c = KeyRange::new(Some("k9".into()), None);
+        for key in ["", "k", "k5", "k5\0", "k50", "k6", "k9", "k9\0", "k90", "z"] {
+            let n = [&a, &b, &c].iter().filter(|r| r.contains(key)).count();
+            assert_eq!(n, 1, "{key:?}");
+        }
+        assert!(b.ends_after("k9") && !b.ends_after("k8") && b.ends_after("k90"));
+        assert!(!c.ends_after("zzz"));
+        assert_eq!(b.wire_before(), None);
+        assert_eq!(
+            KeyRange::new(None, Some("p/".into())).wire_before(),
+            Some("p/")
+        );
+    }
 }

@@ -52,7 +52,11 @@ pub fn header_of(layout: &Layout, snapshot: &Snapshot, fixed: Option<(String, u6
         .records
         .values()
         .filter_map(|e| e.record.writer.terraform_version.as_deref())
-        .min_by(|a, b| compare_versions(a, b))
+        // Most records name the same version: compare only when it differs.
+        .fold(None, |min: Option<&str>, v| match min {
+            Some(m) if m == v || compare_versions(m, v).is_le() => Some(m),
+            _ => Some(v),
+        })
         .unwrap_or(FALLBACK_TERRAFORM_VERSION)
         .to_string();
     match fixed {

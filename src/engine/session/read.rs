@@ -437,8 +437,18 @@ fn decode_entries(
     wanted: &[Wanted],
 ) -> Vec<Result<Decoded, SessionError>> {
     let one = |w: &Wanted| match image.entry_at(&w.0, &w.2) {
-        Some(e) => decode(layout, e.key, &w.1, e.version.clone(), e.bytes, Some(e.digest)),
-        None => Err(unreadable(&w.0, "the image holds no entry at the listed version")),
+        Some(e) => decode(
+            layout,
+            e.key,
+            &w.1,
+            e.version.clone(),
+            e.bytes,
+            Some(e.digest),
+        ),
+        None => Err(unreadable(
+            &w.0,
+            "the image holds no entry at the listed version",
+        )),
     };
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -450,7 +460,12 @@ fn decode_entries(
     std::thread::scope(|scope| {
         let handles: Vec<_> = wanted
             .chunks(per)
-            .map(|chunk| (chunk, scope.spawn(move || chunk.iter().map(one).collect::<Vec<_>>())))
+            .map(|chunk| {
+                (
+                    chunk,
+                    scope.spawn(move || chunk.iter().map(one).collect::<Vec<_>>()),
+                )
+            })
             .collect();
         handles
             .into_iter()

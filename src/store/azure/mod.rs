@@ -254,10 +254,9 @@ impl AzureStore {
                 version: version(meta.e_tag.as_deref().unwrap_or_default()),
             });
         }
-        let next = if more {
-            items.last().map(|l| l.key.clone())
-        } else {
-            None
+        let next = match items.last() {
+            Some(last) if more && !range.ends_after(&last.key) => Some(last.key.clone()),
+            _ => None,
         };
         Ok(Page { items, next })
     }
