@@ -367,30 +367,52 @@ pub fn plan_ranges<'a>(
     }
     let mut plans = Vec::new();
     for ((prefix, segment), keys) in segments.into_iter().zip(keys) {
-        if keys.is_empty() {
-            plans.push(RangePlan {
-                prefix,
-                range: segment,
-                limit: RANGE_KEYS,
-            });
-            continue;
-        }
-        let chunks: Vec<&[&str]> = keys.chunks(RANGE_KEYS).collect();
-        let mut after = segment.after.clone();
-        for (i, chunk) in chunks.iter().enumerate() {
-            let last = chunk.last().map(|k| k.to_string());
-            let range = if i + 1 == chunks.len() {
-                KeyRange::new(after.clone(), segment.before.clone())
-            } else {
-                KeyRange::through(after.clone(), last.clone())
-            };
-            plans.push(RangePlan {
-                prefix: prefix.clone(),
-                range,
-                limit: (chunk.len() + chunk.len() / 8 + 16).min(RANGE_KEYS),
-            });
-            after = last;
-        }
+        plans.extend(plan_segment(prefix, segment, &keys));
+    }
+    plans
+}
+
+/// The listings of the resources after `after` (the last key of a first page already listed),
+/// split at the known keys past it.
+pub fn plan_resources_after<'a>(
+    layout: &Layout,
+    known: impl IntoIterator<Item = &'a str>,
+    after: &str,
+) -> Vec<RangePlan> {
+    let [_, (prefix, segment)] = layout.state_segments();
+    let range = KeyRange::new(Some(after.to_string()), segment.before);
+    let keys: Vec<&str> = known
+        .into_iter()
+        .filter(|k| k.starts_with(prefix.as_str()) && range.contains(k))
+        .collect();
+    plan_segment(prefix, range, &keys)
+}
+
+/// One segment's listings: split after every `RANGE_KEYS`-th of its known `keys` (sorted).
+fn plan_segment(prefix: String, segment: KeyRange, keys: &[&str]) -> Vec<RangePlan> {
+    if keys.is_empty() {
+        return vec![RangePlan {
+            prefix,
+            range: segment,
+            limit: RANGE_KEYS,
+        }];
+    }
+    let chunks: Vec<&[&str]> = keys.chunks(RANGE_KEYS).collect();
+    let mut after = segment.after.clone();
+    let mut plans = Vec::with_capacity(chunks.len());
+    for (i, chunk) in chunks.iter().enumerate() {
+        let last = chunk.last().map(|k| k.to_string());
+        let range = if i + 1 == chunks.len() {
+            KeyRange::new(after.clone(), segment.before.clone())
+        } else {
+            KeyRange::through(after.clone(), last.clone())
+        };
+        plans.push(RangePlan {
+            prefix: prefix.clone(),
+            range,
+            limit: (chunk.len() + chunk.len() / 8 + 16).min(RANGE_KEYS),
+        });
+        after = last;
     }
     plans
 }

@@ -12,7 +12,8 @@ use futures::{StreamExt, stream};
 
 use super::{BaseEntry, Session, SessionError, Snapshot};
 use crate::engine::image::{
-    Held, Image, ImageEntry, RangePlan, load_local, plan_ranges, refresh_bound, save_local,
+    Held, Image, ImageEntry, RANGE_KEYS, RangePlan, load_local, plan_ranges, plan_resources_after,
+    refresh_bound, save_local,
 };
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
@@ -158,6 +159,48 @@ async fn list_plans(
     Ok(listed)
 }
 
+/// Keys per page of a cold read's first listing of the head (`_estate`, `d/`, `o/`), whose size it does not know yet.
+const COLD_HEAD_KEYS: usize = 100;
+
+/// A cold read's listing: in one round, the stored image, the head and the first page of the
+/// resources; then, when there are more, the rest of the resources in ranges split at the
+/// image's keys (one more round), or in plain pages without an image.
+async fn list_cold(
+    store: &DynStore,
+    layout: &Layout,
+    parallel: usize,
+    stats: &mut ReadStats,
+) -> Result<((Option<Image>, Option<Version>), Vec<Listed>), SessionError> {
+    let [(head_prefix, head_range), (res_prefix, res_range)] = layout.state_segments();
+    let (image, head, first) = tokio::join!(
+        fetch_image(store, layout),
+        store::list_range(store.as_ref(), &head_prefix, &head_range, COLD_HEAD_KEYS),
+        store.list_range_page(&res_prefix, &res_range, RANGE_KEYS, None),
+    );
+    let (mut listed, first) = (head?, first?);
+    stats.ranges = 2;
+    let last = first.items.last().map(|l| l.key.clone());
+    let more = first.next.is_some();
+    listed.extend(first.items);
+    if more {
+        let known: Vec<&str> = image
+            .0
+            .as_ref()
+            .map(|i| i.keys().collect())
+            .unwrap_or_default();
+        let plans = match &last {
+            Some(after) => plan_resources_after(layout, known, after),
+            // A page with a next page but no key (a kind that filters): list the resources again.
+            None => plan_resources_after(layout, known, &res_prefix),
+        };
+        stats.ranges += plans.len();
+        listed.extend(list_plans(store, plans, parallel).await?);
+    }
+    listed.sort_by(|a, b| a.key.cmp(&b.key));
+    listed.dedup_by(|a, b| a.key == b.key);
+    Ok((image, listed))
+}
+
 /// Decode one record's bytes; `digest` when the image already holds it.
 fn decode(
     layout: &Layout,
@@ -199,8 +242,9 @@ pub async fn read_estate(
     }
     // The stored image's version when it was fetched and could not be used.
     let mut unusable = None;
-    if let Held::Unknown = held {
-        let (got, version) = fetch_image(store, layout).await;
+    let listed = if let Held::Unknown = held {
+        // Cold: the stored image comes in the same round as the listings that need no split.
+        let ((got, version), listed) = list_cold(store, layout, parallel, &mut stats).await?;
         stats.image_fetched = true;
         held = match got {
             Some(image) => Held::Image(Arc::new(image)),
@@ -209,27 +253,28 @@ pub async fn read_estate(
                 Held::Absent
             }
         };
-    }
-
-    // The listing, split at the keys the image (or this run's last read) holds.
-    let known: Vec<String> = match (held.image(), sources.prior) {
-        (Some(img), _) => img.keys().map(str::to_string).collect(),
-        (None, Some(prior)) => prior
-            .estate
-            .as_ref()
-            .map(|_| layout.estate_key())
-            .into_iter()
-            .chain(prior.records.keys().cloned())
-            .collect(),
-        (None, None) => Vec::new(),
+        listed
+    } else {
+        // The listing, split at the keys the image (or this run's last read) holds.
+        let known: Vec<String> = match (held.image(), sources.prior) {
+            (Some(img), _) => img.keys().map(str::to_string).collect(),
+            (None, Some(prior)) => prior
+                .estate
+                .as_ref()
+                .map(|_| layout.estate_key())
+                .into_iter()
+                .chain(prior.records.keys().cloned())
+                .collect(),
+            (None, None) => Vec::new(),
+        };
+        let plans = plan_ranges(
+            layout,
+            known.iter().map(String::as_str),
+            store.range_start(),
+        );
+        stats.ranges = plans.len();
+        list_plans(store, plans, parallel).await?
     };
-    let plans = plan_ranges(
-        layout,
-        known.iter().map(String::as_str),
-        store.range_start(),
-    );
-    stats.ranges = plans.len();
-    let listed = list_plans(store, plans, parallel).await?;
 
     let mut stored_image = None;
     let mut wanted = Vec::new();
