@@ -20,9 +20,7 @@ use choudoufu_live::store::azure::AzureStore;
 use choudoufu_live::store::gcs::GcsStore;
 use choudoufu_live::store::local::LocalStore;
 use choudoufu_live::store::s3::S3Store;
-use choudoufu_live::store::{
-    DynStore, KeyRange, Listed, RecordStore, Version, list_all, list_range,
-};
+use choudoufu_live::store::{DynStore, KeyRange, Listed, Version, list_all, list_range};
 use common::{Fixture, Kind};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -70,14 +68,14 @@ async fn seed(store: &DynStore, l: &Layout, n: usize, first: &str) {
         .unwrap();
 }
 
-/// What a plain read sees: list the prefix, get every state record, decode it (no image, no cache).
-async fn plain_read(
-    store: &DynStore,
-    l: &Layout,
-) -> (
+/// A read in plain terms: the estate record with its version, and each record with its version.
+type Plain = (
     Option<(EstateMeta, String)>,
     BTreeMap<String, (String, Record)>,
-) {
+);
+
+/// What a plain read sees: list the prefix, get every state record, decode it (no image, no cache).
+async fn plain_read(store: &DynStore, l: &Layout) -> Plain {
     let mut estate = None;
     let mut records = BTreeMap::new();
     for item in list_all(store.as_ref(), &l.prefix()).await.unwrap() {
@@ -101,12 +99,7 @@ async fn plain_read(
 }
 
 /// The snapshot a read gave, in the plain read's terms (and every digest is the record's own).
-fn as_plain(
-    s: &Snapshot,
-) -> (
-    Option<(EstateMeta, String)>,
-    BTreeMap<String, (String, Record)>,
-) {
+fn as_plain(s: &Snapshot) -> Plain {
     for e in s.records.values() {
         assert_eq!(
             e.digest,

@@ -108,6 +108,8 @@ struct Got {
     from: From,
 }
 
+// Nearly every value is a record: boxing it would cost an allocation per record read.
+#[allow(clippy::large_enum_variant)]
 enum Decoded {
     Estate(EstateMeta, Version),
     Record(BaseEntry),
