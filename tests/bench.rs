@@ -828,6 +828,10 @@ fn markdown(results: &Value) -> String {
             a["live"]["bytes"],
         ));
     }
+    md.push_str("\n## Where the time goes in the missed goals\n\n");
+    md.push_str("- **B3 (listings).** The design's cost is in the accounting table: a cold read is at most 2 sequential round trips and `ceil(N/1000) + 2` requests, a warm one a single round of listings. The wall time adds what the peer spends per listed key: SeaweedFS answers one 1,000-key ListObjectsV2 in about 25-40 ms here, and ten at once in about 270-385 ms (measured by hand on this machine: its listings do not run in parallel on 2 shared cores), so the round of `N/1000` range listings costs about `N/1000 x 30 ms` on this peer, where stock reads one object. On S3 the ranges are independent requests with their own first byte.\n");
+    md.push_str("- **B3 (CPU) and C1.** Decoding an image entry builds the record's `serde_json::Value` tree (the engine's `Item` holds the instance as a `Value`), which is the tree a parse of the document builds, plus each record's own fields; C1 shows the result. Meeting C1 needs base records decoded lazily (the image's bytes kept, and the document written from their raw instance text), a change to the snapshot type every door and the write path use; not done here.\n");
+    md.push_str("- **B3/1000.** The image (about 800 bytes a record: the record as stored, with its writer and program stamps, and the entry's key, version and digest) is larger than the stock document (about 590 bytes a record), so its GET takes longer; compressing it is not done.\n");
     md.push_str("\n## Notes\n\n");
     for r in &rows {
         if let Some(note) = r["note"].as_str() {
