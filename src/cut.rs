@@ -75,6 +75,8 @@ pub enum Mechanism {
     StoredBackend,
     /// Validating the live protocol's request fields (addresses, estate) before any store call.
     RequestValidation,
+    /// Using an estate image's entry only at the version the listing gives.
+    ImageVersion,
 }
 
 impl Mechanism {
@@ -97,18 +99,19 @@ impl Mechanism {
         Mechanism::PolicyScope,
         Mechanism::ClientPinning,
         Mechanism::Listing,
-        Mechanism::RestoreCondition,
-        Mechanism::MigrateOut,
-        Mechanism::Claims,
-        Mechanism::RefreshSkip,
-        Mechanism::OutputReconcile,
-        Mechanism::RunCredentials,
-        Mechanism::PrivateFiles,
-        Mechanism::LineageCheck,
-        Mechanism::EncryptedState,
         Mechanism::BodyLimit,
-        Mechanism::StoredBackend,
+        Mechanism::Claims,
+        Mechanism::EncryptedState,
+        Mechanism::ImageVersion,
+        Mechanism::LineageCheck,
+        Mechanism::MigrateOut,
+        Mechanism::OutputReconcile,
+        Mechanism::PrivateFiles,
+        Mechanism::RefreshSkip,
         Mechanism::RequestValidation,
+        Mechanism::RestoreCondition,
+        Mechanism::RunCredentials,
+        Mechanism::StoredBackend,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -143,6 +146,7 @@ impl Mechanism {
             Mechanism::BodyLimit => "body-limit",
             Mechanism::StoredBackend => "stored-backend",
             Mechanism::RequestValidation => "request-validation",
+            Mechanism::ImageVersion => "image-version",
         }
     }
 

@@ -1,8 +1,9 @@
-//! Where an estate's records lie in a store: `tofu-records/<estate>/{_estate, r/<address>, o/<name>}`.
+//! Where an estate's records lie in a store: `tofu-records/<estate>/{_estate, _image, r/<address>, o/<name>}`.
 
 use std::fmt;
 
 use crate::cut::{Mechanism, cut};
+use crate::store::KeyRange;
 pub use crate::store::key::ROOT_PREFIX;
 use crate::store::key::segment as key_segment;
 
@@ -55,6 +56,8 @@ impl fmt::Display for EstateName {
 pub enum KeyKind {
     /// The estate's `_estate` meta record.
     Estate,
+    /// The estate's image (`_image`): a cache of every state record, never the truth.
+    Image,
     /// A resource instance record.
     Resource,
     /// A root output record.
@@ -99,6 +102,25 @@ impl Layout {
         format!("{}_estate", self.prefix())
     }
 
+    /// The estate's image: one object under the estate's own prefix, so the estate's IAM policy covers it.
+    pub fn image_key(&self) -> String {
+        format!("{}_image", self.prefix())
+    }
+
+    /// The two parts of the key space that hold state, as (prefix, range) to list: the head
+    /// (`_estate`, `_image`, `d/`, `o/`: every key before `p/`) and the resources (`r/`).
+    /// Pending marks (`p/`) and run records (`runs/`) lie outside both.
+    pub fn state_segments(&self) -> [(String, KeyRange); 2] {
+        let prefix = self.prefix();
+        [
+            (
+                prefix.clone(),
+                KeyRange::new(None, Some(format!("{prefix}p/"))),
+            ),
+            (format!("{prefix}r/"), KeyRange::default()),
+        ]
+    }
+
     /// The record key of a resource instance address.
     pub fn resource_key(&self, address: &str) -> String {
         format!("{}r/{}", self.prefix(), key_segment(address))
@@ -129,6 +151,8 @@ impl Layout {
         let rest = key.strip_prefix(&self.prefix())?;
         Some(if rest == "_estate" {
             KeyKind::Estate
+        } else if rest == "_image" {
+            KeyKind::Image
         } else if rest.strip_prefix("r/").is_some_and(valid_segment) {
             KeyKind::Resource
         } else if rest.strip_prefix("o/").is_some_and(valid_segment) {
@@ -176,7 +200,30 @@ mod tests {
             Some(KeyKind::Resource)
         );
         assert_eq!(l.classify(&l.output_key("out")), Some(KeyKind::Output));
+        assert_eq!(l.classify(&l.image_key()), Some(KeyKind::Image));
         assert_eq!(l.classify("tofu-records/e/r/a/b"), Some(KeyKind::Unknown));
+    }
+
+    #[test]
+    fn state_segments_hold_every_state_key_and_no_mark_or_run() {
+        let l = layout("e");
+        let inside = |key: &str| {
+            l.state_segments()
+                .iter()
+                .any(|(p, r)| key.starts_with(p.as_str()) && r.contains(key))
+        };
+        for key in [
+            l.estate_key(),
+            l.image_key(),
+            l.output_key("zzz"),
+            l.resource_key("a.b"),
+            l.resource_key("~x"),
+        ] {
+            assert!(inside(&key), "{key}");
+        }
+        for key in [l.pending_key("a.b"), l.run_key("r1")] {
+            assert!(!inside(&key), "{key}");
+        }
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 pub mod address;
 pub mod digest;
+pub mod image;
 pub mod layout;
 pub mod markers;
 pub mod pending;

@@ -26,6 +26,11 @@ impl ReadCache {
         Self::new(root.join(".terraform").join("choudoufu-live-cache"))
     }
 
+    /// The cache's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn path(&self, key: &str, version: &Version) -> PathBuf {
         self.dir
             .join(sha256_hex(format!("{key}\0{}", version.token).as_bytes()))

@@ -258,7 +258,7 @@ pub fn parse(bytes: &[u8]) -> Result<SplitState, StateError> {
 }
 
 /// Terraform's order of instances within a resource: no key, then numbers, then strings; then deposed.
-fn instance_order(a: &Value, b: &Value) -> Ordering {
+pub fn instance_order(a: &Value, b: &Value) -> Ordering {
     let rank = |v: &Value| match instance_keys(v) {
         Ok((IndexKey::None, d)) => (0, 0, String::new(), d.unwrap_or_default()),
         Ok((IndexKey::Int(i), d)) => (1, i, String::new(), d.unwrap_or_default()),

@@ -19,8 +19,8 @@ use thiserror::Error;
 
 use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
 use super::{
-    Conflict, History, Listed, ObjectVersion, Page, Precondition, RecordStore, StoreError, Stored,
-    Version, VersionKind, VersionListing, WriteOutcome,
+    Conflict, History, KeyRange, Listed, ObjectVersion, Page, Precondition, RangeStart,
+    RecordStore, StoreError, Stored, Version, VersionKind, VersionListing, WriteOutcome,
 };
 use crate::cut::{Mechanism, cut};
 
@@ -424,6 +424,63 @@ fn conditional(
     }
 }
 
+impl LocalStore {
+    /// One page of the keys under `prefix` inside `range`, after `token` (the last key of the page before).
+    async fn list_in(
+        &self,
+        prefix: &str,
+        range: KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        // Walk the folder that holds the prefix, then filter by the full prefix.
+        let (dir_key, _) = prefix.rsplit_once('/').unwrap_or(("", prefix));
+        let dir = if dir_key.is_empty() {
+            self.root.clone()
+        } else {
+            self.path_of(dir_key).map_err(self.fail("list", prefix))?
+        };
+        let dir_prefix = if dir_key.is_empty() {
+            String::new()
+        } else {
+            format!("{dir_key}/")
+        };
+        let wanted = prefix.to_string();
+        self.blocking("list", prefix, move || {
+            let mut found = Vec::new();
+            walk(&dir, &dir_prefix, &mut found)?;
+            found.retain(|(k, _)| k.starts_with(&wanted) && range.contains(k));
+            found.sort();
+            let start = match &token {
+                Some(after) => found.partition_point(|(k, _)| k.as_str() <= after.as_str()),
+                None => 0,
+            };
+            let mut items = Vec::new();
+            let mut seen = start;
+            for (key, path) in found.iter().skip(start) {
+                if items.len() == limit {
+                    break;
+                }
+                seen += 1;
+                // A record deleted since the walk is simply not listed.
+                if let Some(stored) = read_record(path)? {
+                    items.push(Listed {
+                        key: key.clone(),
+                        version: stored.version,
+                    });
+                }
+            }
+            // The next page starts after the last key looked at, listed or vanished.
+            let next = match seen.checked_sub(1).map(|i| &found[i]) {
+                Some((last, _)) if found.len() > seen => Some(last.clone()),
+                _ => None,
+            };
+            Ok(Page { items, next })
+        })
+        .await
+    }
+}
+
 fn walk(dir: &Path, key_prefix: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), LocalError> {
     let entries = match fs::read_dir(dir) {
         Ok(e) => e,
@@ -464,49 +521,23 @@ impl RecordStore for LocalStore {
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
-        // Walk the folder that holds the prefix, then filter by the full prefix.
-        let (dir_key, _) = prefix.rsplit_once('/').unwrap_or(("", prefix));
-        let dir = if dir_key.is_empty() {
-            self.root.clone()
-        } else {
-            self.path_of(dir_key).map_err(self.fail("list", prefix))?
-        };
-        let dir_prefix = if dir_key.is_empty() {
-            String::new()
-        } else {
-            format!("{dir_key}/")
-        };
-        let wanted = prefix.to_string();
-        let page_size = self.page_size;
-        self.blocking("list", prefix, move || {
-            let mut found = Vec::new();
-            walk(&dir, &dir_prefix, &mut found)?;
-            found.retain(|(k, _)| k.starts_with(&wanted));
-            found.sort();
-            let start = match &token {
-                Some(after) => found.partition_point(|(k, _)| k.as_str() <= after.as_str()),
-                None => 0,
-            };
-            let mut items = Vec::new();
-            for (key, path) in found.iter().skip(start) {
-                if items.len() == page_size {
-                    break;
-                }
-                // A record deleted since the walk is simply not listed.
-                if let Some(stored) = read_record(path)? {
-                    items.push(Listed {
-                        key: key.clone(),
-                        version: stored.version,
-                    });
-                }
-            }
-            let next = match (items.last(), found.len() > start + items.len()) {
-                (Some(last), true) => Some(last.key.clone()),
-                _ => None,
-            };
-            Ok(Page { items, next })
-        })
-        .await
+        self.list_in(prefix, KeyRange::default(), self.page_size, token)
+            .await
+    }
+
+    fn range_start(&self) -> RangeStart {
+        RangeStart::Server
+    }
+
+    async fn list_range_page(
+        &self,
+        prefix: &str,
+        range: &KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        let limit = limit.clamp(1, self.page_size);
+        self.list_in(prefix, range.clone(), limit, token).await
     }
 
     async fn put(

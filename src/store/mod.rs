@@ -119,6 +119,74 @@ pub struct Page {
     pub next: Option<String>,
 }
 
+/// A slice of the key space in byte order: keys strictly after `after` and strictly before `before`.
+///
+/// `None` leaves that end open. Ranges are values: a reader splits a prefix into ranges
+/// and lists them at once, and every kind returns only the keys inside, whatever its
+/// server does with the bounds it is sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KeyRange {
+    /// Keys must sort strictly after this one.
+    pub after: Option<String>,
+    /// Keys must sort strictly before this one.
+    pub before: Option<String>,
+}
+
+impl KeyRange {
+    /// The range strictly after `after` and strictly before `before`.
+    pub fn new(after: Option<String>, before: Option<String>) -> Self {
+        KeyRange { after, before }
+    }
+
+    /// The range strictly after `after` up to and including `last` (its end is `last` + NUL,
+    /// the next string in byte order), so ranges built this way tile the key space.
+    pub fn through(after: Option<String>, last: Option<String>) -> Self {
+        KeyRange {
+            after,
+            before: last.map(|mut l| {
+                l.push('\0');
+                l
+            }),
+        }
+    }
+
+    /// Whether `key` lies inside the range.
+    pub fn contains(&self, key: &str) -> bool {
+        self.after.as_deref().is_none_or(|a| key > a)
+            && self.before.as_deref().is_none_or(|b| key < b)
+    }
+
+    /// Whether `key` lies at or past the end, so no later key in byte order is inside.
+    pub fn is_past(&self, key: &str) -> bool {
+        self.before.as_deref().is_some_and(|b| key >= b)
+    }
+
+    /// Whether no key after `key` can lie inside: the end is at most `key`'s successor.
+    pub fn ends_after(&self, key: &str) -> bool {
+        self.before.as_deref().is_some_and(|b| {
+            b <= key || (b.len() == key.len() + 1 && b.starts_with(key) && b.ends_with('\0'))
+        })
+    }
+
+    /// The end bound as a server may take it: `before` unless it holds a NUL, which some
+    /// servers refuse in a query; then none (the listing is cut here instead).
+    pub fn wire_before(&self) -> Option<&str> {
+        self.before.as_deref().filter(|b| !b.contains('\0'))
+    }
+}
+
+/// How a kind's listing honours the start of a [`KeyRange`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RangeStart {
+    /// The server starts the listing after the range's start (S3 `StartAfter`, GCS
+    /// `startOffset`, Azure `startFrom`, the local folder): ranges listed at once cost one
+    /// request each.
+    Server,
+    /// The listing starts at the prefix and is filtered here: correct, but each range
+    /// pages from the prefix's start, so a reader lists in plain pages instead.
+    Filtered,
+}
+
 /// A conditional write that the store refused because the record was not as expected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Conflict {
@@ -176,6 +244,31 @@ pub trait RecordStore: Send + Sync + fmt::Debug {
     /// The bytes of one stored version of `key` (its `version_id` from [`RecordStore::list_versions`]);
     /// `None` when that version is gone or is a delete.
     async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError>;
+    // Range listing: many listings of one prefix at once, each over its own key range.
+
+    /// How this kind's listing honours a range's start; the default only filters.
+    fn range_start(&self) -> RangeStart {
+        RangeStart::Filtered
+    }
+
+    /// One page of the keys under `prefix` inside `range`, in byte order, of about `limit` keys
+    /// at most (capped at the kind's page size); `token` continues a page this call returned.
+    ///
+    /// Only keys inside the range are returned, and `next` is `None` once the range's end is
+    /// reached. A key created or deleted during the listing is listed or not, like any listing;
+    /// every key present throughout is listed. The default pages through
+    /// [`RecordStore::list_page`] from the prefix's start and filters.
+    async fn list_range_page(
+        &self,
+        prefix: &str,
+        range: &KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        let _ = limit;
+        let page = self.list_page(prefix, token).await?;
+        Ok(within(page, range))
+    }
 
     /// Write `bytes` at `key` only if no record is there (`If-None-Match: *`).
     async fn create(&self, key: &str, bytes: &[u8]) -> Result<WriteOutcome<Version>, StoreError> {
@@ -203,6 +296,39 @@ pub async fn list_all(store: &dyn RecordStore, prefix: &str) -> Result<Vec<Liste
     let mut token = None;
     loop {
         let page = store.list_page(prefix, token).await?;
+        out.extend(page.items);
+        match page.next {
+            Some(t) => token = Some(t),
+            None => return Ok(out),
+        }
+    }
+}
+
+/// The part of `page` inside `range`; no next page once the page reached the range's end.
+pub fn within(page: Page, range: &KeyRange) -> Page {
+    let past = page.items.last().is_some_and(|l| range.ends_after(&l.key));
+    let items = page
+        .items
+        .into_iter()
+        .filter(|l| range.contains(&l.key))
+        .collect();
+    Page {
+        items,
+        next: if past { None } else { page.next },
+    }
+}
+
+/// Every key and version under `prefix` inside `range`, following pages of about `limit` keys.
+pub async fn list_range(
+    store: &dyn RecordStore,
+    prefix: &str,
+    range: &KeyRange,
+    limit: usize,
+) -> Result<Vec<Listed>, StoreError> {
+    let mut out = Vec::new();
+    let mut token = None;
+    loop {
+        let page = store.list_range_page(prefix, range, limit, token).await?;
         out.extend(page.items);
         match page.next {
             Some(t) => token = Some(t),
@@ -249,4 +375,27 @@ pub async fn open(settings: &StoreSettings, root: &Path) -> DynStore {
         StoreSettings::Gcs(gcs) => Arc::new(gcs::GcsStore::connect(gcs)),
     };
     Arc::new(traced::Traced::new(inner))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_through_a_key_tile_the_key_space() {
+        let a = KeyRange::through(None, Some("k5".into()));
+        let b = KeyRange::through(Some("k5".into()), Some("k9".into()));
+        let c = KeyRange::new(Some("k9".into()), None);
+        for key in ["", "k", "k5", "k5\0", "k50", "k6", "k9", "k9\0", "k90", "z"] {
+            let n = [&a, &b, &c].iter().filter(|r| r.contains(key)).count();
+            assert_eq!(n, 1, "{key:?}");
+        }
+        assert!(b.ends_after("k9") && !b.ends_after("k8") && b.ends_after("k90"));
+        assert!(!c.ends_after("zzz"));
+        assert_eq!(b.wire_before(), None);
+        assert_eq!(
+            KeyRange::new(None, Some("p/".into())).wire_before(),
+            Some("p/")
+        );
+    }
 }

@@ -9,8 +9,8 @@ use tracing::Instrument;
 use tracing::field::{Empty, display};
 
 use super::{
-    DynStore, Page, Precondition, RecordStore, StoreError, StoreKind, Stored, Version,
-    VersionListing, WriteOutcome, key,
+    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreError, StoreKind, Stored,
+    Version, VersionListing, WriteOutcome, key,
 };
 use crate::telemetry::{self, elapsed_ms};
 
@@ -42,6 +42,8 @@ fn call_span(kind: StoreKind, op: &'static str, key: &str) -> tracing::Span {
         found.version = Empty,
         version = Empty,
         conflict.address = Empty,
+        range.after = Empty,
+        range.before = Empty,
         otel.status_code = Empty,
     )
 }
@@ -180,6 +182,42 @@ impl RecordStore for Traced {
         let result = self
             .inner
             .list_page(prefix, token)
+            .instrument(span.clone())
+            .await;
+        let outcome = match &result {
+            Ok(page) => {
+                span.record("records", page.items.len());
+                "read"
+            }
+            Err(_) => "error",
+        };
+        let ms = finish(&span, outcome, started);
+        telemetry::metrics().store_call(self.kind().as_str(), "list", outcome, ms);
+        result
+    }
+
+    fn range_start(&self) -> RangeStart {
+        self.inner.range_start()
+    }
+
+    async fn list_range_page(
+        &self,
+        prefix: &str,
+        range: &KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        let span = call_span(self.kind(), "list_range", prefix);
+        if let Some(after) = &range.after {
+            span.record("range.after", after.as_str());
+        }
+        if let Some(before) = &range.before {
+            span.record("range.before", before.trim_end_matches('\0'));
+        }
+        let started = Instant::now();
+        let result = self
+            .inner
+            .list_range_page(prefix, range, limit, token)
             .instrument(span.clone())
             .await;
         let outcome = match &result {

@@ -1,10 +1,17 @@
 //! Assembling the state document a session serves: terraform's order, a derived serial, the estate's lineage.
+//!
+//! The document is written straight from the records' own values (no copy of the state as
+//! one JSON tree), compact: terraform reads it as JSON and writes its own files itself.
 
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::{Session, Snapshot};
 use crate::engine::layout::Layout;
-use crate::engine::state::{self, Header, compare_versions};
+use crate::engine::state::{Header, Item, ResourceMeta, compare_versions, instance_order};
 
 /// The terraform version an assembled state names when no record says.
 pub const FALLBACK_TERRAFORM_VERSION: &str = "1.0.0";
@@ -44,9 +51,14 @@ pub fn header_of(layout: &Layout, snapshot: &Snapshot, fixed: Option<(String, u6
     let terraform_version = snapshot
         .records
         .values()
-        .filter_map(|e| e.record.writer.terraform_version.clone())
-        .min_by(|a, b| compare_versions(a, b))
-        .unwrap_or_else(|| FALLBACK_TERRAFORM_VERSION.into());
+        .filter_map(|e| e.record.writer.terraform_version.as_deref())
+        // Most records name the same version: compare only when it differs.
+        .fold(None, |min: Option<&str>, v| match min {
+            Some(m) if m == v || compare_versions(m, v).is_le() => Some(m),
+            _ => Some(v),
+        })
+        .unwrap_or(FALLBACK_TERRAFORM_VERSION)
+        .to_string();
     match fixed {
         Some((lineage, serial)) => Header {
             lineage,
@@ -71,9 +83,125 @@ impl Session {
             .map(|pin| (pin.lineage.clone(), pin.serial));
         let header = header_of(&self.layout, &view.snapshot, fixed);
         view.served = Some((header.lineage.clone(), header.serial));
-        state::assemble_bytes(
+        document(
             &header,
             view.snapshot.records.values().map(|e| &e.record.item),
         )
+    }
+}
+
+/// A state v4 document as served: the same content as [`crate::engine::state::assemble`], in
+/// terraform's resource order, written from borrowed items.
+#[derive(Serialize)]
+struct Document<'a> {
+    version: u8,
+    terraform_version: &'a str,
+    serial: u64,
+    lineage: &'a str,
+    outputs: BTreeMap<&'a str, &'a Value>,
+    resources: Vec<Resource<'a>>,
+    check_results: Option<()>,
+}
+
+#[derive(Serialize)]
+struct Resource<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    module: Option<&'a str>,
+    mode: &'a str,
+    #[serde(rename = "type")]
+    type_name: &'a str,
+    name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    each: Option<&'a str>,
+    provider: &'a str,
+    instances: Vec<&'a Value>,
+}
+
+/// Assemble items into the bytes of a state v4 document (compact JSON, one newline at the end).
+pub fn document<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) -> Vec<u8> {
+    type ResKey<'a> = (&'a str, &'a str, &'a str, &'a str);
+    let mut resources: BTreeMap<ResKey<'a>, (&'a ResourceMeta, Vec<&'a Value>)> = BTreeMap::new();
+    let mut outputs = BTreeMap::new();
+    let mut count = 0;
+    for item in items {
+        match item {
+            Item::Resource { meta, instance, .. } => {
+                let key = (
+                    meta.module.as_deref().unwrap_or_default(),
+                    meta.mode.as_str(),
+                    meta.type_name.as_str(),
+                    meta.name.as_str(),
+                );
+                resources
+                    .entry(key)
+                    .or_insert((meta, Vec::new()))
+                    .1
+                    .push(instance);
+                count += 1;
+            }
+            Item::Output { name, output } => {
+                outputs.insert(name.as_str(), output);
+            }
+        }
+    }
+    let resources = resources
+        .into_values()
+        .map(|(meta, mut instances)| {
+            if instances.len() > 1 {
+                instances.sort_by(|a, b| instance_order(a, b));
+            }
+            Resource {
+                module: meta.module.as_deref(),
+                mode: &meta.mode,
+                type_name: &meta.type_name,
+                name: &meta.name,
+                each: meta.each.as_deref(),
+                provider: &meta.provider,
+                instances,
+            }
+        })
+        .collect();
+    let doc = Document {
+        version: 4,
+        terraform_version: &header.terraform_version,
+        serial: header.serial,
+        lineage: &header.lineage,
+        outputs,
+        resources,
+        check_results: None,
+    };
+    let mut out = Vec::with_capacity(count * 512);
+    // Borrowed strings and values with string keys: serialising cannot fail.
+    let _ = serde_json::to_writer(&mut out, &doc);
+    out.push(b'\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::state;
+
+    #[test]
+    fn the_document_holds_what_state_assemble_holds() {
+        let doc = br#"{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"l",
+          "outputs":{"b":{"value":1,"type":"number"},"a":{"value":"x","type":"string","sensitive":true}},
+          "resources":[
+            {"module":"module.m[0]","mode":"managed","type":"t","name":"n","each":"map","provider":"p",
+             "instances":[{"index_key":"b","attributes":{}},{"index_key":"a","attributes":{"n":1.50}}]},
+            {"mode":"data","type":"t","name":"d","provider":"p","instances":[{"attributes":{}}]},
+            {"mode":"managed","type":"t","name":"c","each":"list","provider":"p",
+             "instances":[{"index_key":1,"attributes":{}},{"index_key":0,"deposed":"00aa","attributes":{}},{"index_key":0,"attributes":{}}]}
+          ]}"#;
+        let split = state::parse(doc).unwrap();
+        let header = Header {
+            lineage: "l".into(),
+            serial: 9,
+            terraform_version: "1.2.3".into(),
+        };
+        let mut reversed = split.items.clone();
+        reversed.reverse();
+        let ours: Value = serde_json::from_slice(&document(&header, &reversed)).unwrap();
+        assert_eq!(ours, state::assemble(&header, &split.items));
     }
 }

@@ -18,6 +18,7 @@ use thiserror::Error;
 use tokio::sync::{Mutex, OnceCell};
 
 use crate::cut::{Mechanism, cut};
+use crate::engine::image::Held;
 use crate::engine::layout::Layout;
 use crate::engine::pending::Claims;
 use crate::engine::program::ProgramStamp;
@@ -26,8 +27,11 @@ use crate::engine::record::{CorruptRecord, EstateMeta, Record};
 use crate::engine::state::StateError;
 use crate::store::{DynStore, StoreError, UnsafeRecordStore, Version, WriteGuard};
 
-pub use assemble::{FALLBACK_TERRAFORM_VERSION, header_of, initial_lineage, serial_of};
-pub use read::{read_snapshot, read_snapshot_cached};
+pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_lineage, serial_of};
+pub use read::{
+    Read, ReadStats, Sources, fetch_image, read_estate, read_snapshot, read_snapshot_cached,
+    snapshot_of_image,
+};
 pub use write::{RecordConflict, RecordConflictError, WriteReport};
 
 /// How many store calls a session makes at once by default.
@@ -152,6 +156,10 @@ struct View {
     reconcile_outputs: bool,
     /// Outputs whose write met another run's newer value.
     stale_outputs: BTreeSet<String>,
+    /// What this run knows of the estate image (`read.rs`).
+    image: Held,
+    /// Whether `snapshot` is a read (not yet: the first read fetches the stored image).
+    read_before: bool,
 }
 
 /// One run's session on an estate.
@@ -224,23 +232,7 @@ impl Session {
 
     /// Read the whole estate again and make it the base (a pinned base stays as the plan read it).
     pub async fn refresh(&self) -> Result<(), SessionError> {
-        trace::refresh(&self.layout, &self.run, async {
-            let snapshot = read_snapshot_cached(
-                &self.store,
-                &self.layout,
-                self.parallel,
-                self.cache.as_ref(),
-            )
-            .await?;
-            let records = snapshot.records.len();
-            let mut view = self.view.lock().await;
-            if view.pin.is_none() {
-                view.base = snapshot.refs();
-            }
-            view.snapshot = snapshot;
-            Ok(records)
-        })
-        .await
+        trace::refresh(&self.layout, &self.run, self.read_view()).await
     }
 
     /// Pin the write base to what a saved plan read; its lineage and serial are served from now on.

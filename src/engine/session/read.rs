@@ -1,16 +1,26 @@
-//! Reading an estate: list it, fetch every record (from the read cache when its listed version is there), decode.
+//! Reading an estate: list its state keys in parallel ranges (split at the keys of the image
+//! in hand), then take each record, only at the version listed, from this run's last read,
+//! the estate image, the read cache, or the store, in that order.
+//!
+//! The image in hand is this session's, else the root's local copy, else the stored image
+//! (one GET before the listing). A read that found more records outside the stored image
+//! than [`refresh_bound`] says builds a new image for the session to store.
 
 use std::sync::Arc;
 
 use futures::{StreamExt, stream};
 
-use super::{BaseEntry, SessionError, Snapshot};
+use super::{BaseEntry, Session, SessionError, Snapshot};
+use crate::engine::image::{
+    Held, Image, ImageEntry, RANGE_KEYS, RangePlan, load_local, plan_ranges, plan_resources_after,
+    refresh_bound, save_local,
+};
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
 use crate::engine::record::{EstateMeta, Record};
-use crate::store::{self, DynStore};
+use crate::store::{self, DynStore, Listed, Precondition, Version, WriteOutcome};
 
-/// Read every record of an estate, `parallel` gets at a time.
+/// Read every record of an estate through its stored image, `parallel` store calls at a time.
 pub async fn read_snapshot(
     store: &DynStore,
     layout: &Layout,
@@ -26,63 +36,655 @@ pub async fn read_snapshot_cached(
     parallel: usize,
     cache: Option<&ReadCache>,
 ) -> Result<Snapshot, SessionError> {
-    let listed = store::list_all(store.as_ref(), &layout.prefix()).await?;
+    let sources = Sources {
+        cache,
+        ..Sources::default()
+    };
+    Ok(read_estate(store, layout, parallel, "", sources)
+        .await?
+        .snapshot)
+}
+
+/// Where a read may take records from besides the store.
+#[derive(Clone, Debug, Default)]
+pub struct Sources<'a> {
+    /// The root's read cache (and its local copy of the image).
+    pub cache: Option<&'a ReadCache>,
+    /// This run's last read, if it read before (then the stored image is fetched only when
+    /// the listing shows it would save more than the bound).
+    pub prior: Option<&'a Snapshot>,
+    /// What this run knows of the image from its last read.
+    pub image: Held,
+}
+
+/// Where each record of a read came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReadStats {
+    /// State records listed.
+    pub listed: usize,
+    /// Listing requests' ranges.
+    pub ranges: usize,
+    /// Taken from this run's last read.
+    pub from_prior: usize,
+    /// Taken from the image.
+    pub from_image: usize,
+    /// Taken from the read cache.
+    pub from_cache: usize,
+    /// Fetched from the store.
+    pub fetched: usize,
+    /// Whether the stored image was fetched.
+    pub image_fetched: bool,
+}
+
+/// What a read gives: the snapshot, the image to hold, and a new image to store if one is due.
+#[derive(Debug)]
+pub struct Read {
+    /// The records read.
+    pub snapshot: Snapshot,
+    /// What to hold of the image for the next read.
+    pub image: Held,
+    /// Whether that is news for the root's local copy (the stored image was fetched).
+    pub keep_local: bool,
+    /// The stored image's version as listed (none: no image is stored).
+    pub stored_image: Option<Version>,
+    /// A new image's bytes, when the stored one missed more records than the bound.
+    pub refresh: Option<Vec<u8>>,
+    /// Where the records came from.
+    pub stats: ReadStats,
+}
+
+/// Where one record of a read came from.
+enum From {
+    Prior,
+    Image,
+    Cache(Vec<u8>),
+    Store(Vec<u8>),
+}
+
+/// One state record read: its key, what it holds, and where it came from.
+struct Got {
+    key: String,
+    item: Decoded,
+    from: From,
+}
+
+// Nearly every value is a record: boxing it would cost an allocation per record read.
+#[allow(clippy::large_enum_variant)]
+enum Decoded {
+    Estate(EstateMeta, Version),
+    Record(BaseEntry),
+}
+
+/// The stored image, or none (a corrupt or foreign one is ignored with a warning); and its version.
+pub async fn fetch_image(store: &DynStore, layout: &Layout) -> (Option<Image>, Option<Version>) {
+    let key = layout.image_key();
+    match store.get(&key).await {
+        Ok(None) => (None, None),
+        Ok(Some(stored)) => match Image::decode(layout, stored.bytes) {
+            Ok(image) => (
+                Some(image.stored_as(Some(stored.version.clone()))),
+                Some(stored.version),
+            ),
+            Err(e) => {
+                tracing::warn!(key = %key, error = %e, "ignoring the estate image, which is a cache only: reading every record from the store");
+                (None, Some(stored.version))
+            }
+        },
+        Err(e) => {
+            tracing::warn!(key = %key, error = %e, "could not read the estate image: reading every record from the store");
+            (None, None)
+        }
+    }
+}
+
+/// List every state key in `plans` at once; keys in byte order.
+async fn list_plans(
+    store: &DynStore,
+    plans: Vec<RangePlan>,
+    parallel: usize,
+) -> Result<Vec<Listed>, SessionError> {
+    let pages: Vec<Result<Vec<Listed>, store::StoreError>> = stream::iter(plans)
+        .map(|p| {
+            let store = Arc::clone(store);
+            async move { store::list_range(store.as_ref(), &p.prefix, &p.range, p.limit).await }
+        })
+        .buffered(parallel.max(1))
+        .collect()
+        .await;
+    let mut listed = Vec::new();
+    for page in pages {
+        listed.extend(page?);
+    }
+    // The ranges are disjoint and listed in order; sort anyway, so any kind's order is fine.
+    listed.sort_by(|a, b| a.key.cmp(&b.key));
+    listed.dedup_by(|a, b| a.key == b.key);
+    Ok(listed)
+}
+
+/// Keys per page of a cold read's first listing of the head (`_estate`, `d/`, `o/`), whose size it does not know yet.
+const COLD_HEAD_KEYS: usize = 100;
+
+/// A cold read's listing: in one round, the stored image, the head and the first page of the
+/// resources; then, when there are more, the rest of the resources in ranges split at the
+/// image's keys (one more round), or in plain pages without an image.
+async fn list_cold(
+    store: &DynStore,
+    layout: &Layout,
+    parallel: usize,
+    stats: &mut ReadStats,
+) -> Result<((Option<Image>, Option<Version>), Vec<Listed>), SessionError> {
+    let [(head_prefix, head_range), (res_prefix, res_range)] = layout.state_segments();
+    let (image, head, first) = tokio::join!(
+        fetch_image(store, layout),
+        store::list_range(store.as_ref(), &head_prefix, &head_range, COLD_HEAD_KEYS),
+        store.list_range_page(&res_prefix, &res_range, RANGE_KEYS, None),
+    );
+    let (mut listed, first) = (head?, first?);
+    stats.ranges = 2;
+    let last = first.items.last().map(|l| l.key.clone());
+    let more = first.next.is_some();
+    listed.extend(first.items);
+    if more {
+        let known: Vec<&str> = image
+            .0
+            .as_ref()
+            .map(|i| i.keys().collect())
+            .unwrap_or_default();
+        let plans = match &last {
+            Some(after) => plan_resources_after(layout, known, after),
+            // A page with a next page but no key (a kind that filters): list the resources again.
+            None => plan_resources_after(layout, known, &res_prefix),
+        };
+        stats.ranges += plans.len();
+        listed.extend(list_plans(store, plans, parallel).await?);
+    }
+    listed.sort_by(|a, b| a.key.cmp(&b.key));
+    listed.dedup_by(|a, b| a.key == b.key);
+    Ok((image, listed))
+}
+
+/// Decode one record's bytes; `digest` when the image already holds it.
+fn decode(
+    layout: &Layout,
+    key: &str,
+    kind: &KeyKind,
+    version: Version,
+    bytes: &[u8],
+    digest: Option<&str>,
+) -> Result<Decoded, SessionError> {
+    Ok(match kind {
+        KeyKind::Estate => Decoded::Estate(EstateMeta::decode(key, bytes, layout)?, version),
+        _ => {
+            let record = Record::decode(key, bytes, layout)?;
+            let digest = match digest {
+                Some(d) => d.to_string(),
+                None => record.content_digest(),
+            };
+            Decoded::Record(BaseEntry {
+                version,
+                digest,
+                record,
+            })
+        }
+    })
+}
+
+/// Read the estate: the snapshot, the image to hold, and a new image if the stored one is stale.
+pub async fn read_estate(
+    store: &DynStore,
+    layout: &Layout,
+    parallel: usize,
+    run_id: &str,
+    sources: Sources<'_>,
+) -> Result<Read, SessionError> {
+    let mut stats = ReadStats::default();
+    let mut held = sources.image.clone();
+    if let (Held::Unknown, Some(cache)) = (&held, sources.cache) {
+        held = load_local(cache, layout);
+    }
+    // The stored image's version when it was fetched and could not be used.
+    let mut unusable = None;
+    let listed = if let Held::Unknown = held {
+        // Cold: the stored image comes in the same round as the listings that need no split.
+        let ((got, version), listed) = list_cold(store, layout, parallel, &mut stats).await?;
+        stats.image_fetched = true;
+        held = match got {
+            Some(image) => Held::Image(Arc::new(image)),
+            None => {
+                unusable = version;
+                Held::Absent
+            }
+        };
+        listed
+    } else {
+        // The listing, split at the keys the image (or this run's last read) holds.
+        let known: Vec<String> = match (held.image(), sources.prior) {
+            (Some(img), _) => img.keys().map(str::to_string).collect(),
+            (None, Some(prior)) => prior
+                .estate
+                .as_ref()
+                .map(|_| layout.estate_key())
+                .into_iter()
+                .chain(prior.records.keys().cloned())
+                .collect(),
+            (None, None) => Vec::new(),
+        };
+        let plans = plan_ranges(
+            layout,
+            known.iter().map(String::as_str),
+            store.range_start(),
+        );
+        stats.ranges = plans.len();
+        list_plans(store, plans, parallel).await?
+    };
+
+    let mut stored_image = None;
     let mut wanted = Vec::new();
     for item in listed {
         match layout.classify(&item.key) {
-            Some(KeyKind::Unknown) | None => {
-                tracing::warn!(key = %item.key, "ignoring a key this layout does not write");
-            }
             Some(kind @ (KeyKind::Estate | KeyKind::Resource | KeyKind::Output)) => {
                 wanted.push((item.key, kind, item.version))
             }
-            Some(_) => {} // marks, runs and provider records are not state
+            Some(KeyKind::Image) => stored_image = Some(item.version),
+            Some(KeyKind::Unknown) | None => {
+                tracing::warn!(key = %item.key, "ignoring a key this layout does not write");
+            }
+            Some(_) => {} // provider records are not state
         }
     }
-    let fetched: Vec<Result<_, SessionError>> = stream::iter(wanted)
-        .map(|(key, kind, listed)| {
+    stats.listed = wanted.len();
+    let bound = refresh_bound(wanted.len());
+
+    let in_prior = |key: &str, kind: &KeyKind, v: &Version| match (sources.prior, kind) {
+        (Some(p), KeyKind::Estate) => p.estate.as_ref().is_some_and(|(_, pv)| pv.token == v.token),
+        (Some(p), _) => p
+            .records
+            .get(key)
+            .is_some_and(|e| e.version.token == v.token),
+        (None, _) => false,
+    };
+    let held_is_stored = |held: &Held| {
+        held.image()
+            .and_then(|i| i.stored())
+            .zip(stored_image.as_ref())
+            .is_some_and(|(a, b)| a.token == b.token)
+    };
+
+    // The image in hand is not the stored one and misses many records: take the stored one.
+    if stored_image.is_some() && !held_is_stored(&held) && !stats.image_fetched {
+        let missing = wanted
+            .iter()
+            .filter(|(k, kind, v)| {
+                !in_prior(k, kind, v) && held.image().is_none_or(|i| i.entry_at(k, v).is_none())
+            })
+            .count();
+        if missing > bound {
+            let (got, version) = fetch_image(store, layout).await;
+            stats.image_fetched = true;
+            match got {
+                Some(got) => held = Held::Image(Arc::new(got)),
+                None => unusable = version,
+            }
+        }
+    }
+
+    // Each record from this run's last read, the image, the cache, else the store.
+    let mut got: Vec<Got> = Vec::with_capacity(wanted.len());
+    let mut from_image = Vec::new();
+    let mut rest = Vec::new();
+    for (key, kind, version) in wanted {
+        if in_prior(&key, &kind, &version) {
+            let prior = sources.prior.map(|p| match kind {
+                KeyKind::Estate => p.estate.clone().map(|(m, v)| Decoded::Estate(m, v)),
+                _ => p.records.get(&key).cloned().map(Decoded::Record),
+            });
+            if let Some(Some(item)) = prior {
+                stats.from_prior += 1;
+                got.push(Got {
+                    key,
+                    item,
+                    from: From::Prior,
+                });
+                continue;
+            }
+        }
+        if held
+            .image()
+            .is_some_and(|i| i.entry_at(&key, &version).is_some())
+        {
+            from_image.push((key, kind, version));
+        } else {
+            rest.push((key, kind, version));
+        }
+    }
+    if let Some(image) = held.image().filter(|_| !from_image.is_empty()) {
+        let decoded = decode_entries_blocking(layout, image, from_image).await;
+        for ((key, kind, version), item) in decoded {
+            match item {
+                Ok(item) => {
+                    stats.from_image += 1;
+                    got.push(Got {
+                        key,
+                        item,
+                        from: From::Image,
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(key = %key, error = %e, "ignoring the estate image's entry: fetching the record");
+                    rest.push((key, kind, version));
+                }
+            }
+        }
+    }
+    let mut to_fetch = Vec::new();
+    for (key, kind, version) in rest {
+        if let Some(hit) = sources.cache.and_then(|c| c.get(&key, &version)) {
+            let item = decode(layout, &key, &kind, hit.version, &hit.bytes, None)?;
+            stats.from_cache += 1;
+            got.push(Got {
+                key,
+                item,
+                from: From::Cache(hit.bytes),
+            });
+            continue;
+        }
+        to_fetch.push((key, kind));
+    }
+    let fetched: Vec<Result<_, SessionError>> = stream::iter(to_fetch)
+        .map(|(key, kind)| {
             let store = Arc::clone(store);
             async move {
-                if let Some(hit) = cache.and_then(|c| c.get(&key, &listed)) {
-                    return Ok((key, kind, Some(hit)));
-                }
                 let stored = store.get(&key).await?;
-                if let (Some(c), Some(s)) = (cache, &stored) {
-                    c.put(&key, &s.version, &s.bytes);
-                }
                 Ok((key, kind, stored))
             }
         })
         .buffer_unordered(parallel.max(1))
         .collect()
         .await;
-    let mut snapshot = Snapshot::default();
-    crate::telemetry::metrics().records_read(
-        fetched
-            .iter()
-            .filter(|r| matches!(r, Ok((_, _, Some(_)))))
-            .count(),
-    );
     for result in fetched {
         let (key, kind, stored) = result?;
+        // Gone since the listing: not part of this read.
         let Some(stored) = stored else { continue };
-        match kind {
-            KeyKind::Estate => {
-                let meta = EstateMeta::decode(&key, &stored.bytes, layout)?;
-                snapshot.estate = Some((meta, stored.version));
+        if let Some(c) = sources.cache {
+            c.put(&key, &stored.version, &stored.bytes);
+        }
+        let item = decode(layout, &key, &kind, stored.version, &stored.bytes, None)?;
+        stats.fetched += 1;
+        got.push(Got {
+            key,
+            item,
+            from: From::Store(stored.bytes),
+        });
+    }
+    crate::telemetry::metrics().records_read(got.len());
+
+    // Outside the stored image: everything when none is stored (or it is unusable), else what
+    // it did not give; unknown (so no new image) when the stored one is not the one in hand.
+    let stored_unusable = unusable
+        .as_ref()
+        .zip(stored_image.as_ref())
+        .is_some_and(|(a, b)| a.token == b.token);
+    let outside = if stored_image.is_none() || stored_unusable {
+        got.len()
+    } else if held_is_stored(&held) {
+        got.len() - stats.from_image
+    } else {
+        0
+    };
+    let refresh =
+        (outside > bound).then(|| image_of(layout, run_id, &got, held.image().map(|i| &**i)));
+
+    let snapshot = snapshot_of(got);
+    tracing::debug!(
+        listed = stats.listed,
+        ranges = stats.ranges,
+        from_prior = stats.from_prior,
+        from_image = stats.from_image,
+        from_cache = stats.from_cache,
+        fetched = stats.fetched,
+        image_fetched = stats.image_fetched,
+        image_due = refresh.is_some(),
+        "read the estate"
+    );
+    Ok(Read {
+        snapshot,
+        keep_local: stats.image_fetched,
+        image: held,
+        stored_image,
+        refresh,
+        stats,
+    })
+}
+
+/// The snapshot of what a read got (sorted first, so the map is built in one pass).
+fn snapshot_of(mut got: Vec<Got>) -> Snapshot {
+    got.sort_unstable_by(|a, b| a.key.cmp(&b.key));
+    let mut estate = None;
+    let records = got
+        .into_iter()
+        .filter_map(|g| match g.item {
+            Decoded::Estate(meta, version) => {
+                estate = Some((meta, version));
+                None
             }
-            _ => {
-                let record = Record::decode(&key, &stored.bytes, layout)?;
-                snapshot.records.insert(
-                    key,
-                    BaseEntry {
-                        version: stored.version,
-                        digest: record.content_digest(),
-                        record,
-                    },
-                );
+            Decoded::Record(entry) => Some((g.key, entry)),
+        })
+        .collect();
+    Snapshot { estate, records }
+}
+
+/// One wanted record: its key, kind and listed version.
+type Wanted = (String, KeyKind, Version);
+
+/// Decode `wanted` from `image` (each at its listed version), split over the machine's cores;
+/// one result per wanted record, in order.
+fn decode_entries(
+    layout: &Layout,
+    image: &Image,
+    wanted: &[Wanted],
+) -> Vec<Result<Decoded, SessionError>> {
+    let one = |w: &Wanted| match image.entry_at(&w.0, &w.2) {
+        Some(e) => decode(
+            layout,
+            e.key,
+            &w.1,
+            e.version.clone(),
+            e.bytes,
+            Some(e.digest),
+        ),
+        None => Err(unreadable(
+            &w.0,
+            "the image holds no entry at the listed version",
+        )),
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if threads < 2 || wanted.len() < 256 {
+        return wanted.iter().map(one).collect();
+    }
+    let per = wanted.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = wanted
+            .chunks(per)
+            .map(|chunk| {
+                (
+                    chunk,
+                    scope.spawn(move || chunk.iter().map(one).collect::<Vec<_>>()),
+                )
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(chunk, h)| {
+                h.join().unwrap_or_else(|_| {
+                    chunk
+                        .iter()
+                        .map(|w| Err(unreadable(&w.0, "decoding it from the image failed")))
+                        .collect()
+                })
+            })
+            .collect()
+    })
+}
+
+fn unreadable(key: &str, reason: &str) -> SessionError {
+    SessionError::Corrupt(crate::engine::record::CorruptRecord {
+        key: key.to_string(),
+        reason: reason.to_string(),
+    })
+}
+
+/// [`decode_entries`] off the async threads; each wanted record with its result.
+async fn decode_entries_blocking(
+    layout: &Layout,
+    image: &Arc<Image>,
+    wanted: Vec<Wanted>,
+) -> Vec<(Wanted, Result<Decoded, SessionError>)> {
+    let (layout, image) = (layout.clone(), Arc::clone(image));
+    let wanted = Arc::new(wanted);
+    let task = {
+        let wanted = Arc::clone(&wanted);
+        tokio::task::spawn_blocking(move || decode_entries(&layout, &image, &wanted))
+    };
+    let results = task.await;
+    let wanted = Arc::try_unwrap(wanted).unwrap_or_else(|w| (*w).clone());
+    match results {
+        Ok(results) => wanted.into_iter().zip(results).collect(),
+        // The decoding task died: those records are fetched instead.
+        Err(_) => wanted
+            .into_iter()
+            .map(|w| {
+                let e = unreadable(&w.0, "decoding it from the image failed");
+                (w, Err(e))
+            })
+            .collect(),
+    }
+}
+
+/// Every record an image holds, decoded as a read decodes them (the CPU part of a read, for `make bench`).
+pub fn snapshot_of_image(layout: &Layout, image: &Image) -> Result<Snapshot, SessionError> {
+    let wanted: Vec<Wanted> = image
+        .entries()
+        .filter_map(|e| {
+            let kind = layout.classify(e.key)?;
+            Some((e.key.to_string(), kind, e.version.clone()))
+        })
+        .collect();
+    let decoded = decode_entries(layout, image, &wanted);
+    let mut got = Vec::with_capacity(wanted.len());
+    for ((key, _, _), item) in wanted.into_iter().zip(decoded) {
+        got.push(Got {
+            key,
+            item: item?,
+            from: From::Image,
+        });
+    }
+    Ok(snapshot_of(got))
+}
+
+/// The bytes of a new image of every record read.
+fn image_of(layout: &Layout, run_id: &str, got: &[Got], image: Option<&Image>) -> Vec<u8> {
+    let encoded: Vec<Option<Vec<u8>>> = got
+        .iter()
+        .map(|g| match (&g.from, &g.item) {
+            (From::Prior, Decoded::Estate(meta, _)) => Some(meta.encode()),
+            (From::Prior, Decoded::Record(entry)) => Some(entry.record.encode()),
+            _ => None,
+        })
+        .collect();
+    let entries = got.iter().zip(&encoded).filter_map(|(g, enc)| {
+        let (version, digest) = match &g.item {
+            Decoded::Estate(_, v) => (v, ""),
+            Decoded::Record(e) => (&e.version, e.digest.as_str()),
+        };
+        let bytes: &[u8] = match (&g.from, enc) {
+            (_, Some(b)) => b,
+            (From::Cache(b) | From::Store(b), None) => b,
+            (From::Image, None) => image?.entry_at(&g.key, version)?.bytes,
+            (From::Prior, None) => return None,
+        };
+        Some(ImageEntry {
+            key: &g.key,
+            version,
+            digest,
+            bytes,
+        })
+    });
+    Image::encode(layout, run_id, entries)
+}
+
+impl Session {
+    /// Read the estate into the view (under its lock, so nothing sees a half-made read), then
+    /// store a new image if one is due; the count of records read.
+    pub(super) async fn read_view(&self) -> Result<usize, SessionError> {
+        let mut view = self.view.lock().await;
+        let sources = Sources {
+            cache: self.cache.as_ref(),
+            prior: view.read_before.then_some(&view.snapshot),
+            image: view.image.clone(),
+        };
+        let read = read_estate(
+            &self.store,
+            &self.layout,
+            self.parallel,
+            &self.run.run_id,
+            sources,
+        )
+        .await?;
+        let mut image = read.image;
+        let mut keep = read.keep_local;
+        if let Some(bytes) = read.refresh
+            && let Some(stored) = self.store_image(bytes, read.stored_image).await
+        {
+            image = Held::Image(Arc::new(stored));
+            keep = true;
+        }
+        if let (true, Some(cache)) = (keep, &self.cache) {
+            save_local(cache, &self.layout, &image);
+        }
+        view.image = image;
+        view.read_before = true;
+        let records = read.snapshot.records.len();
+        if view.pin.is_none() {
+            view.base = read.snapshot.refs();
+        }
+        view.snapshot = read.snapshot;
+        Ok(records)
+    }
+
+    /// Write a new image over the stored one this read listed (or where none was), if it is still
+    /// that one; the image as stored, or none when another reader was first or the write failed
+    /// (the image is a cache: nothing else depends on it).
+    async fn store_image(&self, bytes: Vec<u8>, listed: Option<Version>) -> Option<Image> {
+        let key = self.layout.image_key();
+        if let Err(e) = self.check_guard().await {
+            tracing::warn!(key = %key, error = %e, "not writing the estate image");
+            return None;
+        }
+        let precondition = match listed {
+            Some(v) => Precondition::Matches(v),
+            None => Precondition::Absent,
+        };
+        match self.store.put(&key, &bytes, &precondition).await {
+            Ok(WriteOutcome::Written(version)) => {
+                tracing::debug!(key = %key, bytes = bytes.len(), "wrote a new estate image");
+                match Image::decode(&self.layout, bytes) {
+                    Ok(image) => Some(image.stored_as(Some(version))),
+                    Err(e) => {
+                        tracing::warn!(key = %key, error = %e, "the estate image just written does not read back");
+                        None
+                    }
+                }
+            }
+            Ok(WriteOutcome::Conflict(_)) => {
+                tracing::debug!(key = %key, "another reader wrote the estate image first");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(key = %key, error = %e, "could not write the estate image (a cache only: nothing else was affected)");
+                None
             }
         }
     }
-    Ok(snapshot)
 }

@@ -25,8 +25,8 @@ mod versions;
 
 use super::settings::StoreKind;
 use super::{
-    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, VersionListing,
-    WriteOutcome, http,
+    KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
+    VersionListing, WriteOutcome, http,
 };
 pub use settings::{AzureSettings, ConnectionString, parse_connection_string};
 
@@ -200,6 +200,71 @@ impl AzureStore {
     }
 }
 
+impl AzureStore {
+    /// One page of the keys under `prefix` inside `range`, after `token` (the last key of the page before).
+    ///
+    /// `object_store` starts an offset listing with `startFrom` (Blob service version
+    /// 2026-02-06; Azurite honours it); whatever the service does with it, keys at or before
+    /// the start are dropped here, and the stream is left once the range's end is passed.
+    async fn list_in(
+        &self,
+        prefix: &str,
+        range: &KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        let azure = self.client()?;
+        // Listings are by whole path segments; filter the last, partial one here.
+        let (dir, _) = prefix.rsplit_once('/').unwrap_or(("", prefix));
+        let dir = Path::parse(dir).map_err(|e| self.fail("list", prefix, e))?;
+        let dir = Some(&dir).filter(|d| !d.as_ref().is_empty());
+        let start = match (token, &range.after) {
+            (Some(t), Some(a)) => Some(t.max(a.clone())),
+            (t, a) => t.or_else(|| a.clone()),
+        };
+        let mut stream = match start.as_deref().map(Path::parse) {
+            Some(Ok(after)) => azure.list_with_offset(dir, &after),
+            // A start that is no blob path: list from the prefix and drop what is before it.
+            Some(Err(_)) | None => azure.list(dir),
+        };
+        let mut items = Vec::new();
+        let mut more = false;
+        while let Some(meta) = stream
+            .try_next()
+            .await
+            .map_err(|e| self.fail("list", prefix, e))?
+        {
+            let key = meta.location.as_ref().to_string();
+            if !key.starts_with(prefix) {
+                // Keys come in byte order: past the prefix, nothing further matches.
+                if key.as_str() > prefix {
+                    break;
+                }
+                continue;
+            }
+            if start.as_deref().is_some_and(|s| key.as_str() <= s) || !range.contains(&key) {
+                if range.is_past(&key) {
+                    break;
+                }
+                continue;
+            }
+            if items.len() == limit {
+                more = true;
+                break;
+            }
+            items.push(Listed {
+                key,
+                version: version(meta.e_tag.as_deref().unwrap_or_default()),
+            });
+        }
+        let next = match items.last() {
+            Some(last) if more && !range.ends_after(&last.key) => Some(last.key.clone()),
+            _ => None,
+        };
+        Ok(Page { items, next })
+    }
+}
+
 /// The ETag as a version, always quoted as the Blob service's headers give it (listings give it bare).
 fn version(etag: &str) -> Version {
     Version::new(format!("\"{}\"", etag.trim_matches('"')))
@@ -268,48 +333,23 @@ impl RecordStore for AzureStore {
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
-        let azure = self.client()?;
-        // Listings are by whole path segments; filter the last, partial one here.
-        let (dir, _) = prefix.rsplit_once('/').unwrap_or(("", prefix));
-        let dir = Path::parse(dir).map_err(|e| self.fail("list", prefix, e))?;
-        let dir = Some(&dir).filter(|d| !d.as_ref().is_empty());
-        let mut stream = match &token {
-            Some(after) => {
-                let after = Path::parse(after).map_err(|e| self.fail("list", prefix, e))?;
-                azure.list_with_offset(dir, &after)
-            }
-            None => azure.list(dir),
-        };
-        let mut items = Vec::new();
-        let mut more = false;
-        while let Some(meta) = stream
-            .try_next()
+        self.list_in(prefix, &KeyRange::default(), self.page_size, token)
             .await
-            .map_err(|e| self.fail("list", prefix, e))?
-        {
-            let key = meta.location.as_ref().to_string();
-            if !key.starts_with(prefix) {
-                // Keys come in byte order: past the prefix, nothing further matches.
-                if key.as_str() > prefix {
-                    break;
-                }
-                continue;
-            }
-            if items.len() == self.page_size {
-                more = true;
-                break;
-            }
-            items.push(Listed {
-                key,
-                version: version(meta.e_tag.as_deref().unwrap_or_default()),
-            });
-        }
-        let next = if more {
-            items.last().map(|l| l.key.clone())
-        } else {
-            None
-        };
-        Ok(Page { items, next })
+    }
+
+    fn range_start(&self) -> RangeStart {
+        RangeStart::Server
+    }
+
+    async fn list_range_page(
+        &self,
+        prefix: &str,
+        range: &KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        let limit = limit.clamp(1, self.page_size);
+        self.list_in(prefix, range, limit, token).await
     }
 
     async fn put(

@@ -18,8 +18,8 @@ use serde::Deserialize;
 
 use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
 use super::{
-    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, VersionListing,
-    WriteOutcome, http,
+    KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
+    VersionListing, WriteOutcome, http, within,
 };
 
 /// The public endpoint.
@@ -226,6 +226,57 @@ impl GcsStore {
         }
     }
 
+    /// One objects.list page under `prefix`, bounded by `range` (`startOffset`, `endOffset`) as the API allows.
+    async fn list_in(
+        &self,
+        prefix: &str,
+        range: &KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        let url = self.bucket_url();
+        let page_size = limit.to_string();
+        let response = self
+            .send("list", prefix, || {
+                let mut req = self.http.get(&url).query(&[
+                    ("prefix", prefix),
+                    ("maxResults", page_size.as_str()),
+                    ("fields", "items(name,generation),nextPageToken"),
+                ]);
+                // The same bounds on every page, as the client libraries send them.
+                if let Some(after) = &range.after {
+                    req = req.query(&[("startOffset", after.as_str())]);
+                }
+                if let Some(before) = range.wire_before() {
+                    req = req.query(&[("endOffset", before)]);
+                }
+                if let Some(t) = &token {
+                    req = req.query(&[("pageToken", t.as_str())]);
+                }
+                req
+            })
+            .await?;
+        if response.status().as_u16() != 200 {
+            return Err(self.error("list", prefix, response).await);
+        }
+        let objects: Objects = response
+            .json()
+            .await
+            .map_err(|e| self.fail("list", prefix, e))?;
+        let items = objects
+            .items
+            .iter()
+            .map(|o| Listed {
+                key: o.name.clone(),
+                version: o.version(),
+            })
+            .collect();
+        Ok(Page {
+            items,
+            next: objects.next_page_token.filter(|t| !t.is_empty()),
+        })
+    }
+
     async fn upload(
         &self,
         key: &str,
@@ -310,40 +361,25 @@ impl RecordStore for GcsStore {
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
-        let url = self.bucket_url();
-        let page_size = self.page_size.to_string();
-        let response = self
-            .send("list", prefix, || {
-                let mut req = self.http.get(&url).query(&[
-                    ("prefix", prefix),
-                    ("maxResults", page_size.as_str()),
-                    ("fields", "items(name,generation),nextPageToken"),
-                ]);
-                if let Some(t) = &token {
-                    req = req.query(&[("pageToken", t.as_str())]);
-                }
-                req
-            })
-            .await?;
-        if response.status().as_u16() != 200 {
-            return Err(self.error("list", prefix, response).await);
-        }
-        let objects: Objects = response
-            .json()
+        self.list_in(prefix, &KeyRange::default(), self.page_size, token)
             .await
-            .map_err(|e| self.fail("list", prefix, e))?;
-        let items = objects
-            .items
-            .iter()
-            .map(|o| Listed {
-                key: o.name.clone(),
-                version: o.version(),
-            })
-            .collect();
-        Ok(Page {
-            items,
-            next: objects.next_page_token.filter(|t| !t.is_empty()),
-        })
+    }
+
+    fn range_start(&self) -> RangeStart {
+        RangeStart::Server
+    }
+
+    async fn list_range_page(
+        &self,
+        prefix: &str,
+        range: &KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        let limit = limit.clamp(1, self.page_size);
+        let page = self.list_in(prefix, range, limit, token).await?;
+        // startOffset is inclusive and emulators may ignore both offsets: cut the range here.
+        Ok(within(page, range))
     }
 
     async fn put(

@@ -17,8 +17,8 @@ use aws_sdk_s3::types::ServerSideEncryption;
 
 use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
 use super::{
-    Listed, Page, Precondition, RecordStore, StoreError, Stored, Version, VersionListing,
-    WriteOutcome, http, key, traced,
+    KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
+    VersionListing, WriteOutcome, http, key, traced, within,
 };
 use crate::cut::{Mechanism, cut};
 
@@ -231,6 +231,46 @@ impl S3Store {
     }
 }
 
+impl S3Store {
+    /// One ListObjectsV2 page under `prefix`: after `start_after` (first page) or from `token`.
+    async fn list_v2(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        token: Option<String>,
+        max_keys: i32,
+    ) -> Result<Page, StoreError> {
+        let out = self
+            .client
+            .list_objects_v2()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .max_keys(max_keys)
+            .set_start_after(start_after.map(str::to_string))
+            .set_continuation_token(token)
+            .send()
+            .await
+            .map_err(|e| self.fail("list", prefix, e))?;
+        let items = out
+            .contents
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|o| {
+                Some(Listed {
+                    key: o.key?,
+                    version: Version::new(o.e_tag?),
+                })
+            })
+            .collect();
+        let next = if out.is_truncated == Some(true) {
+            out.next_continuation_token
+        } else {
+            None
+        };
+        Ok(Page { items, next })
+    }
+}
+
 fn urlencode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
@@ -278,33 +318,7 @@ impl RecordStore for S3Store {
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
-        let out = self
-            .client
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(prefix)
-            .max_keys(self.page_size)
-            .set_continuation_token(token)
-            .send()
-            .await
-            .map_err(|e| self.fail("list", prefix, e))?;
-        let items = out
-            .contents
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|o| {
-                Some(Listed {
-                    key: o.key?,
-                    version: Version::new(o.e_tag?),
-                })
-            })
-            .collect();
-        let next = if out.is_truncated == Some(true) {
-            out.next_continuation_token
-        } else {
-            None
-        };
-        Ok(Page { items, next })
+        self.list_v2(prefix, None, token, self.page_size).await
     }
 
     async fn put(
@@ -314,6 +328,30 @@ impl RecordStore for S3Store {
         precondition: &Precondition,
     ) -> Result<WriteOutcome<Version>, StoreError> {
         self.put_object(key, bytes, precondition).await
+    }
+
+    fn range_start(&self) -> RangeStart {
+        RangeStart::Server
+    }
+
+    async fn list_range_page(
+        &self,
+        prefix: &str,
+        range: &KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        // StartAfter on the first page only: with a continuation token some servers (moto,
+        // SeaweedFS) ignore it, others honour it; the token alone is understood by all.
+        let start_after = match &token {
+            Some(_) => None,
+            None => range.after.as_deref(),
+        };
+        let max_keys = i32::try_from(limit)
+            .unwrap_or(i32::MAX)
+            .clamp(1, self.page_size);
+        let page = self.list_v2(prefix, start_after, token, max_keys).await?;
+        Ok(within(page, range))
     }
 
     async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {

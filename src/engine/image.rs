@@ -1,0 +1,638 @@
+//! The estate image: one object under the estate's prefix holding every state record's bytes
+//! with the version each had. A cache, never the truth: an entry is used only when its
+//! version equals the one the listing gives, and an image that is corrupt or not this
+//! estate's is ignored with a warning.
+//!
+//! Format (`choudoufu-live/image/v1`), written by [`Image::encode`]:
+//!
+//! ```text
+//! choudoufu-live/image/v1\n
+//! {"estate":"prod","run_id":"…","written_at":"…","entries":N,"body_sha256":"<hex>"}\n
+//! then N entries, in key order, each:
+//! {"key":"tofu-records/prod/r/…","version":{"token":"…"},"digest":"…","bytes":LEN}\n<LEN record bytes>\n
+//! ```
+//!
+//! `body_sha256` covers everything after the header line, so a truncated or damaged image
+//! is refused whole. Record bytes are kept exactly as stored, and `digest` is the record's
+//! content digest, so an entry used needs no second digest.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use crate::cut::{Mechanism, cut};
+use crate::engine::digest::sha256_hex;
+use crate::engine::layout::{KeyKind, Layout};
+use crate::engine::read_cache::ReadCache;
+use crate::store::{KeyRange, RangeStart, Version};
+
+/// The format tag on an image's first line.
+pub const IMAGE_FORMAT: &str = "choudoufu-live/image/v1";
+/// Largest image this program reads.
+pub const MAX_IMAGE_BYTES: usize = 1024 * 1024 * 1024;
+/// Keys per listing range (the page size every kind serves).
+pub const RANGE_KEYS: usize = 1000;
+/// A read rewrites the image when more records than this were not in it at their version...
+pub const REFRESH_MIN: usize = 50;
+/// ...and more than this share of the records (in percent).
+pub const REFRESH_PERCENT: usize = 5;
+
+/// How many records a read may find outside the image before it writes a new one:
+/// more than [`REFRESH_MIN`] and more than [`REFRESH_PERCENT`] of `records`.
+pub fn refresh_bound(records: usize) -> usize {
+    REFRESH_MIN.max(records * REFRESH_PERCENT / 100)
+}
+
+/// Why an image was not used (it is then ignored, with a warning).
+#[derive(Debug, Error)]
+pub enum ImageError {
+    /// Not an image of this format.
+    #[error("not an estate image of format {IMAGE_FORMAT}: {0}")]
+    Format(String),
+    /// An image of another estate.
+    #[error("the image is estate {found:?}'s, not {expected:?}'s")]
+    Foreign {
+        /// The estate it names.
+        found: String,
+        /// The estate it lies under.
+        expected: String,
+    },
+    /// The body does not match its checksum: truncated or damaged.
+    #[error("the image's checksum does not match its body (truncated or damaged)")]
+    Checksum,
+    /// An entry that cannot be read or does not belong in this estate's image.
+    #[error("entry {index}: {reason}")]
+    Entry {
+        /// Its position.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct Header {
+    estate: String,
+    run_id: String,
+    written_at: String,
+    entries: usize,
+    body_sha256: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct EntryHead {
+    key: String,
+    version: Version,
+    digest: String,
+    bytes: usize,
+}
+
+/// One record as an image holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ImageEntry<'a> {
+    /// The record's key.
+    pub key: &'a str,
+    /// The version the record had.
+    pub version: &'a Version,
+    /// The record's content digest.
+    pub digest: &'a str,
+    /// The record's bytes, exactly as stored.
+    pub bytes: &'a [u8],
+}
+
+#[derive(Clone, Debug)]
+struct Slot {
+    key: String,
+    version: Version,
+    digest: String,
+    start: usize,
+    end: usize,
+}
+
+/// A decoded estate image: entries in key order over the image's own bytes.
+#[derive(Clone, Debug)]
+pub struct Image {
+    data: Vec<u8>,
+    slots: Vec<Slot>,
+    stored: Option<Version>,
+}
+
+fn line(data: &[u8], from: usize) -> Option<(&[u8], usize)> {
+    let rest = data.get(from..)?;
+    let n = rest.iter().position(|&b| b == b'\n')?;
+    Some((&rest[..n], from + n + 1))
+}
+
+impl Image {
+    /// Read an image of `layout`'s estate, checking its format, estate, checksum and every entry's key.
+    pub fn decode(layout: &Layout, data: Vec<u8>) -> Result<Image, ImageError> {
+        if data.len() > MAX_IMAGE_BYTES {
+            return Err(ImageError::Format(format!(
+                "{} bytes is larger than any image",
+                data.len()
+            )));
+        }
+        let (tag, at) =
+            line(&data, 0).ok_or_else(|| ImageError::Format("no format line".into()))?;
+        if tag != IMAGE_FORMAT.as_bytes() {
+            return Err(ImageError::Format(format!(
+                "its first line is {:?}",
+                String::from_utf8_lossy(&tag[..tag.len().min(64)])
+            )));
+        }
+        let (head, body) = line(&data, at).ok_or_else(|| ImageError::Format("no header".into()))?;
+        let header: Header = serde_json::from_slice(head)
+            .map_err(|e| ImageError::Format(format!("unreadable header: {e}")))?;
+        if header.estate != layout.estate().as_str() {
+            return Err(ImageError::Foreign {
+                found: header.estate,
+                expected: layout.estate().to_string(),
+            });
+        }
+        if hex::encode(Sha256::digest(&data[body..])) != header.body_sha256 {
+            return Err(ImageError::Checksum);
+        }
+        let mut slots = Vec::with_capacity(header.entries.min(1 << 20));
+        let mut at = body;
+        while at < data.len() {
+            let index = slots.len();
+            let bad = |reason: String| ImageError::Entry { index, reason };
+            let (head, start) = line(&data, at).ok_or_else(|| bad("no entry line".into()))?;
+            let head: EntryHead =
+                serde_json::from_slice(head).map_err(|e| bad(format!("unreadable: {e}")))?;
+            let end = start
+                .checked_add(head.bytes)
+                .filter(|&end| end < data.len() && data[end] == b'\n')
+                .ok_or_else(|| bad(format!("its {} bytes run past the image", head.bytes)))?;
+            match layout.classify(&head.key) {
+                Some(KeyKind::Estate | KeyKind::Resource | KeyKind::Output) => {}
+                _ => {
+                    return Err(bad(format!(
+                        "{} is no state record of this estate",
+                        head.key
+                    )));
+                }
+            }
+            if slots.last().is_some_and(|s: &Slot| s.key >= head.key) {
+                return Err(bad(format!("{} is out of key order", head.key)));
+            }
+            slots.push(Slot {
+                key: head.key,
+                version: head.version,
+                digest: head.digest,
+                start,
+                end,
+            });
+            at = end + 1;
+        }
+        if slots.len() != header.entries {
+            return Err(ImageError::Format(format!(
+                "the header names {} entries, the body holds {}",
+                header.entries,
+                slots.len()
+            )));
+        }
+        Ok(Image {
+            data,
+            slots,
+            stored: None,
+        })
+    }
+
+    /// The bytes of an image of `entries` (in any order), written by `run_id`.
+    pub fn encode<'a>(
+        layout: &Layout,
+        run_id: &str,
+        entries: impl IntoIterator<Item = ImageEntry<'a>>,
+    ) -> Vec<u8> {
+        let mut entries: Vec<ImageEntry<'a>> = entries.into_iter().collect();
+        entries.sort_by(|a, b| a.key.cmp(b.key));
+        entries.dedup_by(|a, b| a.key == b.key);
+        let mut body = Vec::with_capacity(entries.iter().map(|e| e.bytes.len() + 160).sum());
+        for e in &entries {
+            let head = EntryHead {
+                key: e.key.to_string(),
+                version: e.version.clone(),
+                digest: e.digest.to_string(),
+                bytes: e.bytes.len(),
+            };
+            // An entry head has string keys only: serialising cannot fail.
+            let _ = serde_json::to_writer(&mut body, &head);
+            body.push(b'\n');
+            body.extend_from_slice(e.bytes);
+            body.push(b'\n');
+        }
+        let header = Header {
+            estate: layout.estate().to_string(),
+            run_id: run_id.to_string(),
+            written_at: crate::engine::program::now_rfc3339(),
+            entries: entries.len(),
+            body_sha256: hex::encode(Sha256::digest(&body)),
+        };
+        let mut out = Vec::with_capacity(body.len() + 256);
+        out.extend_from_slice(IMAGE_FORMAT.as_bytes());
+        out.push(b'\n');
+        let _ = serde_json::to_writer(&mut out, &header);
+        out.push(b'\n');
+        out.extend_from_slice(&body);
+        out
+    }
+
+    /// The same image, noted as the store's object at `version`.
+    pub fn stored_as(mut self, version: Option<Version>) -> Self {
+        self.stored = version;
+        self
+    }
+
+    /// The version of the store object this image is, if it came from (or went to) the store.
+    pub fn stored(&self) -> Option<&Version> {
+        self.stored.as_ref()
+    }
+
+    /// The image's bytes as stored.
+    pub fn bytes(&self) -> &[u8] {
+        &self.data
+    }
+
+    /// How many records it holds.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    fn entry<'a>(&'a self, slot: &'a Slot) -> ImageEntry<'a> {
+        ImageEntry {
+            key: &slot.key,
+            version: &slot.version,
+            digest: &slot.digest,
+            bytes: &self.data[slot.start..slot.end],
+        }
+    }
+
+    /// Every entry, in key order.
+    pub fn entries(&self) -> impl Iterator<Item = ImageEntry<'_>> {
+        self.slots.iter().map(|s| self.entry(s))
+    }
+
+    /// The keys it holds, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.slots.iter().map(|s| s.key.as_str())
+    }
+
+    /// The entry for `key`, only when it holds the version the listing gave: never another.
+    pub fn entry_at(&self, key: &str, listed: &Version) -> Option<ImageEntry<'_>> {
+        let i = self
+            .slots
+            .binary_search_by(|s| s.key.as_str().cmp(key))
+            .ok()?;
+        let slot = &self.slots[i];
+        (slot.version.token == listed.token || cut(Mechanism::ImageVersion))
+            .then(|| self.entry(slot))
+    }
+}
+
+/// What a reader knows of the stored image before it lists.
+#[derive(Clone, Debug, Default)]
+pub enum Held {
+    /// Nothing: the first read fetches the stored image.
+    #[default]
+    Unknown,
+    /// The last look found none stored (or one unusable): the listing shows whether one appeared.
+    Absent,
+    /// An image: the one stored at its [`Image::stored`] version, or an older one kept locally.
+    Image(Arc<Image>),
+}
+
+impl Held {
+    /// The image, if one is held.
+    pub fn image(&self) -> Option<&Arc<Image>> {
+        match self {
+            Held::Image(i) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+/// One listing to make: the keys under `prefix` inside `range`, in pages of about `limit`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangePlan {
+    /// The prefix listed.
+    pub prefix: String,
+    /// The range within it.
+    pub range: KeyRange,
+    /// Keys expected, with room for some created since: the page size asked for.
+    pub limit: usize,
+}
+
+/// The listings of an estate's state keys: each state segment split at every
+/// `RANGE_KEYS`-th key `known` holds (sorted keys, e.g. an image's), so they can run at once.
+///
+/// Any split is correct, however old `known` is: the ranges tile each segment, and a
+/// range that grew is paged to its end. Without known keys, or on a kind that cannot
+/// start a listing at a key, the estate's prefix is listed in plain pages (as before
+/// images); so it is when the known keys fit in one page, which one request then lists.
+pub fn plan_ranges<'a>(
+    layout: &Layout,
+    known: impl IntoIterator<Item = &'a str>,
+    start: RangeStart,
+) -> Vec<RangePlan> {
+    let known: Vec<&str> = known.into_iter().collect();
+    if known.len() + known.len() / 8 + 16 <= RANGE_KEYS {
+        return vec![RangePlan {
+            prefix: layout.prefix(),
+            range: KeyRange::default(),
+            limit: RANGE_KEYS,
+        }];
+    }
+    let segments = layout.state_segments();
+    let mut keys: Vec<Vec<&str>> = vec![Vec::new(); segments.len()];
+    if start == RangeStart::Server {
+        for key in known {
+            if let Some(i) = segments
+                .iter()
+                .position(|(p, r)| key.starts_with(p.as_str()) && r.contains(key))
+            {
+                keys[i].push(key);
+            }
+        }
+    }
+    let mut plans = Vec::new();
+    for ((prefix, segment), keys) in segments.into_iter().zip(keys) {
+        plans.extend(plan_segment(prefix, segment, &keys));
+    }
+    plans
+}
+
+/// The listings of the resources after `after` (the last key of a first page already listed),
+/// split at the known keys past it.
+pub fn plan_resources_after<'a>(
+    layout: &Layout,
+    known: impl IntoIterator<Item = &'a str>,
+    after: &str,
+) -> Vec<RangePlan> {
+    let [_, (prefix, segment)] = layout.state_segments();
+    let range = KeyRange::new(Some(after.to_string()), segment.before);
+    let keys: Vec<&str> = known
+        .into_iter()
+        .filter(|k| k.starts_with(prefix.as_str()) && range.contains(k))
+        .collect();
+    plan_segment(prefix, range, &keys)
+}
+
+/// One segment's listings: split after every `RANGE_KEYS`-th of its known `keys` (sorted).
+fn plan_segment(prefix: String, segment: KeyRange, keys: &[&str]) -> Vec<RangePlan> {
+    if keys.is_empty() {
+        return vec![RangePlan {
+            prefix,
+            range: segment,
+            limit: RANGE_KEYS,
+        }];
+    }
+    let chunks: Vec<&[&str]> = keys.chunks(RANGE_KEYS).collect();
+    let mut after = segment.after.clone();
+    let mut plans = Vec::with_capacity(chunks.len());
+    for (i, chunk) in chunks.iter().enumerate() {
+        let last = chunk.last().map(|k| k.to_string());
+        let range = if i + 1 == chunks.len() {
+            KeyRange::new(after.clone(), segment.before.clone())
+        } else {
+            KeyRange::through(after.clone(), last.clone())
+        };
+        plans.push(RangePlan {
+            prefix: prefix.clone(),
+            range,
+            limit: (chunk.len() + chunk.len() / 8 + 16).min(RANGE_KEYS),
+        });
+        after = last;
+    }
+    plans
+}
+
+/// Where a root keeps its copy of the last image it saw of `layout`'s estate.
+fn local_path(cache: &ReadCache, layout: &Layout) -> PathBuf {
+    cache.dir().join(format!(
+        "image-{}",
+        &sha256_hex(layout.estate().as_str().as_bytes())[..32]
+    ))
+}
+
+#[derive(Serialize, Deserialize)]
+struct LocalHead {
+    /// The stored version of the image that follows.
+    stored: Option<Version>,
+    /// No image follows: the last look found none stored.
+    #[serde(default)]
+    absent: bool,
+}
+
+/// What the root's copy says of the estate's image (a copy that cannot be read: a warning, and unknown).
+pub fn load_local(cache: &ReadCache, layout: &Layout) -> Held {
+    let path = local_path(cache, layout);
+    let ignore = |why: &dyn std::fmt::Display| {
+        tracing::warn!(path = %path.display(), error = %why, "ignoring the local copy of the estate image");
+        Held::Unknown
+    };
+    let data = match std::fs::read(&path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Held::Unknown,
+        Err(e) => return ignore(&e),
+    };
+    let Some((head, at)) = line(&data, 0) else {
+        return ignore(&"no header");
+    };
+    let head: LocalHead = match serde_json::from_slice(head) {
+        Ok(h) => h,
+        Err(e) => return ignore(&e),
+    };
+    if head.absent {
+        return Held::Absent;
+    }
+    match Image::decode(layout, data[at..].to_vec()) {
+        Ok(image) => Held::Image(Arc::new(image.stored_as(head.stored))),
+        Err(e) => ignore(&e),
+    }
+}
+
+/// Keep what is known of the image as the root's copy (private files; a failure only costs a fetch).
+pub fn save_local(cache: &ReadCache, layout: &Layout, held: &Held) {
+    let (head, image) = match held {
+        Held::Unknown => return,
+        Held::Absent => (
+            LocalHead {
+                stored: None,
+                absent: true,
+            },
+            None,
+        ),
+        Held::Image(i) => (
+            LocalHead {
+                stored: i.stored.clone(),
+                absent: false,
+            },
+            Some(i),
+        ),
+    };
+    let path = local_path(cache, layout);
+    let dir = cache.dir();
+    let tmp = dir.join(format!(".tmp-image-{}", uuid::Uuid::new_v4().simple()));
+    let written = (|| -> std::io::Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        serde_json::to_writer(&mut f, &head)?;
+        f.write_all(b"\n")?;
+        if let Some(image) = image {
+            f.write_all(&image.data)?;
+        }
+        std::fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        tracing::debug!(path = %path.display(), error = %e, "could not keep a local copy of the estate image");
+        let _ = std::fs::remove_file(&tmp);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::layout::EstateName;
+
+    fn layout(name: &str) -> Layout {
+        Layout::new(EstateName::parse(name).unwrap())
+    }
+
+    fn sample(l: &Layout) -> Vec<u8> {
+        let (v1, v2) = (Version::new("\"a\""), Version::new("\"b\""));
+        let (k1, k2) = (l.resource_key("x.b"), l.resource_key("x.a"));
+        Image::encode(
+            l,
+            "run",
+            [
+                ImageEntry {
+                    key: &k1,
+                    version: &v1,
+                    digest: "d1",
+                    bytes: b"{\"one\":\n1}",
+                },
+                ImageEntry {
+                    key: &k2,
+                    version: &v2,
+                    digest: "d2",
+                    bytes: b"",
+                },
+            ],
+        )
+    }
+
+    #[test]
+    fn entries_round_trip_in_key_order_and_only_at_their_version() {
+        let l = layout("e");
+        let image = Image::decode(&l, sample(&l)).unwrap();
+        let keys: Vec<&str> = image.keys().collect();
+        assert_eq!(keys, [l.resource_key("x.a"), l.resource_key("x.b")]);
+        let one = image
+            .entry_at(&l.resource_key("x.b"), &Version::new("\"a\""))
+            .unwrap();
+        assert_eq!((one.bytes, one.digest), (&b"{\"one\":\n1}"[..], "d1"));
+        assert!(
+            image
+                .entry_at(&l.resource_key("x.b"), &Version::new("\"z\""))
+                .is_none()
+        );
+        assert!(
+            image
+                .entry_at(&l.resource_key("x.c"), &Version::new("\"a\""))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn damaged_truncated_and_foreign_images_are_refused() {
+        let l = layout("e");
+        let good = sample(&l);
+        let mut flipped = good.clone();
+        let last = flipped.len() - 3;
+        flipped[last] ^= 1;
+        assert!(matches!(
+            Image::decode(&l, flipped),
+            Err(ImageError::Checksum)
+        ));
+        assert!(Image::decode(&l, good[..good.len() - 5].to_vec()).is_err());
+        assert!(matches!(
+            Image::decode(&layout("other"), good.clone()),
+            Err(ImageError::Foreign { .. })
+        ));
+        assert!(matches!(
+            Image::decode(&l, b"{}".to_vec()),
+            Err(ImageError::Format(_))
+        ));
+        assert!(Image::decode(&l, Vec::new()).is_err());
+    }
+
+    #[test]
+    fn ranges_tile_each_segment_and_skip_marks_and_runs() {
+        let l = layout("e");
+        let keys: Vec<String> = (0..2500)
+            .map(|i| l.resource_key(&format!("x.r{i:05}")))
+            .chain([l.estate_key(), l.output_key("o")])
+            .collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        let plans = plan_ranges(&l, sorted.iter().map(String::as_str), RangeStart::Server);
+        assert_eq!(plans.len(), 1 + 3, "{plans:?}");
+        let covering = |key: &str| {
+            plans
+                .iter()
+                .filter(|p| key.starts_with(&p.prefix) && p.range.contains(key))
+                .count()
+        };
+        let new = l.resource_key("x.r00999a");
+        for key in keys
+            .iter()
+            .chain([&new, &l.resource_key("zzz"), &l.image_key()])
+        {
+            assert_eq!(covering(key), 1, "{key}");
+        }
+        for key in [l.pending_key("x.r1"), l.run_key("r")] {
+            assert_eq!(covering(&key), 0, "{key}");
+        }
+        let plain = plan_ranges(&l, sorted.iter().map(String::as_str), RangeStart::Filtered);
+        assert_eq!(
+            plain.len(),
+            2,
+            "a kind that cannot start at a key lists each segment"
+        );
+        let few = plan_ranges(
+            &l,
+            sorted[..100].iter().map(String::as_str),
+            RangeStart::Server,
+        );
+        assert_eq!(few.len(), 1, "what fits in one page is one listing");
+        assert_eq!(
+            (few[0].prefix.as_str(), &few[0].range),
+            (l.prefix().as_str(), &KeyRange::default())
+        );
+    }
+
+    #[test]
+    fn the_bound_is_fifty_or_five_percent() {
+        assert_eq!(refresh_bound(10), 50);
+        assert_eq!(refresh_bound(1000), 50);
+        assert_eq!(refresh_bound(10_000), 500);
+    }
+}
