@@ -61,6 +61,18 @@ pub enum Mechanism {
     RefreshSkip,
     /// Reconciling an output that met another run's newer value, instead of a conflict.
     OutputReconcile,
+    /// `run` writing, after terraform exits, the state whose write failed for a store error.
+    Flush,
+    /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
+    FlushBase,
+    /// Writing a recovery file when the store stays away past `--flush-timeout`.
+    RecoveryFile,
+    /// `records recover` refusing a recovery file of another estate or store.
+    RecoveryEstate,
+    /// Counting a refused write as landed when the store holds this run's own record with the same content.
+    OwnContent,
+    /// Making a store safety check that could not run again before the next write.
+    GuardRetry,
 }
 
 impl Mechanism {
@@ -88,6 +100,12 @@ impl Mechanism {
         Mechanism::Claims,
         Mechanism::RefreshSkip,
         Mechanism::OutputReconcile,
+        Mechanism::Flush,
+        Mechanism::FlushBase,
+        Mechanism::RecoveryFile,
+        Mechanism::RecoveryEstate,
+        Mechanism::OwnContent,
+        Mechanism::GuardRetry,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -115,6 +133,12 @@ impl Mechanism {
             Mechanism::Claims => "claims",
             Mechanism::RefreshSkip => "refresh-skip",
             Mechanism::OutputReconcile => "output-reconcile",
+            Mechanism::Flush => "flush",
+            Mechanism::FlushBase => "flush-base",
+            Mechanism::RecoveryFile => "recovery-file",
+            Mechanism::RecoveryEstate => "recovery-estate",
+            Mechanism::OwnContent => "own-content",
+            Mechanism::GuardRetry => "guard-retry",
         }
     }
 
