@@ -304,6 +304,7 @@ pub struct Outage {
     /// Requests and connections turned away while the store was away.
     pub refused: Arc<AtomicUsize>,
     down: tokio::sync::watch::Sender<Option<std::time::Instant>>,
+    deny: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Outage {
@@ -318,9 +319,15 @@ impl Outage {
         self.down_for(std::time::Duration::from_secs(365 * 24 * 3600));
     }
 
-    /// The store answers again.
+    /// The store answers again (and takes the credentials again).
     pub fn up(&self) {
+        self.deny.store(false, Ordering::SeqCst);
         self.down.send_replace(None);
+    }
+
+    /// The store answers every request 403 `ExpiredToken`, as to a credential that expired, until [`Outage::up`].
+    pub fn deny(&self) {
+        self.deny.store(true, Ordering::SeqCst);
     }
 
     /// Whether the store is away now.
@@ -340,7 +347,8 @@ pub async fn start_outage(upstream: String) -> Outage {
     let (down, watch) = tokio::sync::watch::channel(None::<std::time::Instant>);
     let forwarded = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
-    let (f, r) = (forwarded.clone(), refused.clone());
+    let deny = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (f, r, d) = (forwarded.clone(), refused.clone(), deny.clone());
     tokio::spawn(async move {
         let mut listener = Some(listener);
         let mut watch = watch;
@@ -377,9 +385,9 @@ pub async fn start_outage(upstream: String) -> Outage {
             tokio::select! {
                 accepted = l.accept() => {
                     let Ok((sock, _)) = accepted else { return };
-                    let (upstream, watch, f, r) = (upstream.clone(), watch.clone(), f.clone(), r.clone());
+                    let (upstream, watch, f, r, d) = (upstream.clone(), watch.clone(), f.clone(), r.clone(), d.clone());
                     tokio::spawn(async move {
-                        let _ = serve_outage(sock, &upstream, watch, &f, &r).await;
+                        let _ = serve_outage(sock, &upstream, watch, &f, &r, &d).await;
                     });
                 }
                 changed = watch.changed() => if changed.is_err() { return },
@@ -391,6 +399,7 @@ pub async fn start_outage(upstream: String) -> Outage {
         forwarded,
         refused,
         down,
+        deny,
     }
 }
 
@@ -400,9 +409,16 @@ async fn serve_outage(
     watch: tokio::sync::watch::Receiver<Option<std::time::Instant>>,
     forwarded: &AtomicUsize,
     refused: &AtomicUsize,
+    deny: &std::sync::atomic::AtomicBool,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut sock, &mut buf).await? {
+        if deny.load(Ordering::SeqCst) {
+            refused.fetch_add(1, Ordering::SeqCst);
+            sock.write_all(&error_answer("403 Forbidden", "ExpiredToken"))
+                .await?;
+            continue;
+        }
         if is_down(&watch.borrow()) {
             // A connection held from before the outage: closed, its request unanswered.
             refused.fetch_add(1, Ordering::SeqCst);
