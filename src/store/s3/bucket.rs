@@ -120,7 +120,10 @@ where
     BucketError {
         bucket: bucket.to_string(),
         op,
-        message: format!("{}", DisplayErrorContext(err)),
+        message: match super::sdk_reason(err) {
+            Some(Reason::Unreachable) => crate::store::error::chain_text(err),
+            _ => format!("{}", DisplayErrorContext(err)),
+        },
         reason: super::sdk_reason(err).unwrap_or(Reason::Answered),
     }
 }
