@@ -218,8 +218,15 @@ impl Session {
             },
         );
         {
+            // Only keys of this estate: a write never reaches past its prefix.
+            let prefix = session.layout.prefix();
             let mut view = session.view.lock().await;
-            view.base = recovery.base.clone();
+            view.base = recovery
+                .base
+                .iter()
+                .filter(|(k, _)| k.starts_with(&prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             view.changes = recovery.changes.clone();
         }
         session
