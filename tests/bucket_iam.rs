@@ -229,14 +229,23 @@ async fn an_unavailable_store_is_unchecked_not_unsafe_and_checked_again() {
     let message = err.to_string();
     assert!(message.starts_with("StoreUnavailable: "), "{message}");
     assert!(message.contains("could not be checked"), "{message}");
-    assert!(message.contains("ExpiredToken"), "the last error: {message}");
-    assert!(message.contains("not a finding that the store is unsafe"), "{message}");
+    assert!(
+        message.contains("ExpiredToken"),
+        "the last error: {message}"
+    );
+    assert!(
+        message.contains("not a finding that the store is unsafe"),
+        "{message}"
+    );
     assert!(
         !message.contains("UnsafeRecordStore") && !message.contains("skip_bucket_checks"),
         "an unavailable store is not reported unsafe, nor the check advised off: {message}"
     );
     assert!(session.unwritten().await.is_some(), "the state is kept");
-    assert!(all_keys(&direct, "").await.is_empty(), "nothing was written");
+    assert!(
+        all_keys(&direct, "").await.is_empty(),
+        "nothing was written"
+    );
     proxy.up();
     let report = session.write_state(&doc(&["db"])).await.unwrap();
     assert_eq!(report.created, vec!["terraform_data.db".to_string()]);

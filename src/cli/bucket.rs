@@ -6,12 +6,12 @@ use clap::Subcommand;
 
 use super::CliError;
 use crate::config::LiveConfig;
-use crate::store::{RecordStore, StoreSettings};
-use crate::store::error::Reason;
 use crate::store::azure::{AzureStore, safety as azure_safety};
+use crate::store::error::Reason;
 use crate::store::gcs::{GcsStore, safety as gcs_safety};
 use crate::store::guard::{CheckStatus, SafetyReport, SafetyStep, SetupOutcome};
 use crate::store::s3::{S3Store, bucket};
+use crate::store::{RecordStore, StoreSettings};
 
 /// Check or apply the record store's safety settings (the bucket or container the live block names).
 #[derive(Debug, Subcommand)]
@@ -57,7 +57,11 @@ pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
             let store = AzureStore::connect(settings);
             match azure_safety::check(&store).await {
                 Ok(report) => Ok(verdict(&report, false)),
-                Err(e) => Ok(unchecked(&store.describe(), e.source.reason, &e.to_string())),
+                Err(e) => Ok(unchecked(
+                    &store.describe(),
+                    e.source.reason,
+                    &e.to_string(),
+                )),
             }
         }
         (StoreSettings::Azure(settings), BucketCommand::Setup) => {
@@ -69,7 +73,11 @@ pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
             let store = GcsStore::connect(settings);
             match gcs_safety::check(&store).await {
                 Ok(report) => Ok(verdict(&report, false)),
-                Err(e) => Ok(unchecked(&store.describe(), e.source.reason, &e.to_string())),
+                Err(e) => Ok(unchecked(
+                    &store.describe(),
+                    e.source.reason,
+                    &e.to_string(),
+                )),
             }
         }
         (StoreSettings::Gcs(settings), BucketCommand::Setup) => {

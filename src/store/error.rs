@@ -108,11 +108,11 @@ pub struct StoreError {
     /// The key concerned (the prefix, for a listing).
     pub key: String,
     /// What the store said, as the user reads it.
-    pub message: String,
+    pub message: Box<str>,
     /// Why it failed, from the cause (or as the store kind knew better).
     pub reason: Reason,
     /// The endpoint the call went to, when it is known (e.g. `https://s3.eu-west-1.amazonaws.com`).
-    pub endpoint: Option<String>,
+    pub endpoint: Option<Box<str>>,
     /// The underlying error.
     #[source]
     pub source: Cause,
@@ -159,7 +159,7 @@ impl StoreError {
             store: store.into(),
             op,
             key: key.into(),
-            message: source.to_string(),
+            message: source.to_string().into_boxed_str(),
             reason,
             endpoint,
             source,
@@ -168,7 +168,7 @@ impl StoreError {
 
     /// The same error with a fuller message than the cause's own text (e.g. the SDK's error context).
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
-        self.message = message.into();
+        self.message = message.into().into_boxed_str();
         self
     }
 
@@ -180,7 +180,7 @@ impl StoreError {
 
     /// The same error naming the endpoint the call went to.
     pub fn at(mut self, endpoint: impl Into<String>) -> Self {
-        self.endpoint = Some(endpoint.into());
+        self.endpoint = Some(endpoint.into().into_boxed_str());
         self
     }
 
@@ -205,7 +205,7 @@ pub fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The scheme, host and port an HTTP error in the chain names.
-fn endpoint_of(cause: &(dyn std::error::Error + 'static)) -> Option<String> {
+fn endpoint_of(cause: &(dyn std::error::Error + 'static)) -> Option<Box<str>> {
     let mut link: Option<&(dyn std::error::Error + 'static)> = Some(cause);
     while let Some(e) = link {
         if let Some(url) = e
@@ -213,11 +213,10 @@ fn endpoint_of(cause: &(dyn std::error::Error + 'static)) -> Option<String> {
             .and_then(reqwest::Error::url)
         {
             let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
-            return Some(format!(
-                "{}://{}{port}",
-                url.scheme(),
-                url.host_str().unwrap_or("")
-            ));
+            return Some(
+                format!("{}://{}{port}", url.scheme(), url.host_str().unwrap_or(""))
+                    .into_boxed_str(),
+            );
         }
         link = e.source();
     }
