@@ -86,11 +86,12 @@ pub async fn flush(
             }
             Some(Ok(None)) => return Ok(Flushed::Nothing),
             Some(Err(e)) if e.store_failed() => {
-                // Said again only when the store says something new (not for each record's key).
-                if gist(&e) != last_gist {
+                // Said again only when the store says something new (not for each record's key);
+                // the first try's is what terraform's writes met, said above.
+                if tries > 1 && gist(&e) != last_gist {
                     eprintln!("choudoufu-live: {e}");
-                    last_gist = gist(&e);
                 }
+                last_gist = gist(&e);
                 last = e.to_string();
             }
             Some(Err(e)) => {
