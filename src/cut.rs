@@ -77,6 +77,18 @@ pub enum Mechanism {
     RequestValidation,
     /// Using an estate image's entry only at the version the listing gives.
     ImageVersion,
+    /// `run` writing, after terraform exits, the state whose write failed for a store error.
+    Flush,
+    /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
+    FlushBase,
+    /// Writing a recovery file when the store stays away past `--flush-timeout`.
+    RecoveryFile,
+    /// `records recover` refusing a recovery file of another estate or store.
+    RecoveryEstate,
+    /// Counting a refused write as landed when the store holds this run's own record with the same content.
+    OwnContent,
+    /// Making a store safety check that could not run again before the next write.
+    GuardRetry,
 }
 
 impl Mechanism {
@@ -112,6 +124,12 @@ impl Mechanism {
         Mechanism::RestoreCondition,
         Mechanism::RunCredentials,
         Mechanism::StoredBackend,
+        Mechanism::Flush,
+        Mechanism::FlushBase,
+        Mechanism::RecoveryFile,
+        Mechanism::RecoveryEstate,
+        Mechanism::OwnContent,
+        Mechanism::GuardRetry,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -147,6 +165,12 @@ impl Mechanism {
             Mechanism::StoredBackend => "stored-backend",
             Mechanism::RequestValidation => "request-validation",
             Mechanism::ImageVersion => "image-version",
+            Mechanism::Flush => "flush",
+            Mechanism::FlushBase => "flush-base",
+            Mechanism::RecoveryFile => "recovery-file",
+            Mechanism::RecoveryEstate => "recovery-estate",
+            Mechanism::OwnContent => "own-content",
+            Mechanism::GuardRetry => "guard-retry",
         }
     }
 

@@ -208,6 +208,57 @@ async fn setup_keeps_existing_lifecycle_rules() {
     );
 }
 
+/// A store that refuses the credentials while the check runs: "could not be checked", never
+/// "unsafe"; the state is kept, and the check is made again before the next write, which lands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unavailable_store_is_unchecked_not_unsafe_and_checked_again() {
+    let (direct, bucket) = common::s3_store("unchecked").await;
+    let upstream = common::s3_endpoint()
+        .trim_start_matches("http://")
+        .to_string();
+    let proxy = common::fault_proxy::start_outage(upstream).await;
+    let mut settings = common::s3_settings(&bucket);
+    settings.endpoint = Some(proxy.endpoint.clone());
+    let session = guarded_session(&settings, "prod").await;
+    proxy.deny();
+    let err = session.write_state(&doc(&["db"])).await.unwrap_err();
+    let SessionError::Unchecked(unchecked) = &err else {
+        panic!("expected SafetyUnchecked, got {err}");
+    };
+    assert_eq!(unchecked.store, format!("s3://{bucket}"));
+    let message = err.to_string();
+    assert!(message.starts_with("StoreUnavailable: "), "{message}");
+    assert!(message.contains("could not be checked"), "{message}");
+    assert!(
+        message.contains("ExpiredToken"),
+        "the last error: {message}"
+    );
+    assert!(
+        message.contains("not a finding that the store is unsafe"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("UnsafeRecordStore") && !message.contains("skip_bucket_checks"),
+        "an unavailable store is not reported unsafe, nor the check advised off: {message}"
+    );
+    assert!(session.unwritten().await.is_some(), "the state is kept");
+    assert!(
+        all_keys(&direct, "").await.is_empty(),
+        "nothing was written"
+    );
+    proxy.up();
+    let report = session.write_state(&doc(&["db"])).await.unwrap();
+    assert_eq!(report.created, vec!["terraform_data.db".to_string()]);
+    assert!(session.unwritten().await.is_none());
+    assert!(
+        all_keys(&direct, "")
+            .await
+            .iter()
+            .any(|k| k.ends_with("/r/terraform_data.db")),
+        "the write landed once the check passed"
+    );
+}
+
 #[tokio::test]
 async fn guarded_session_refuses_unsafe_bucket_and_writes_nothing() {
     let (store, bucket) = unsafe_bucket("guard").await;

@@ -6,18 +6,19 @@ use clap::Subcommand;
 
 use super::CliError;
 use crate::config::LiveConfig;
-use crate::store::StoreSettings;
 use crate::store::azure::{AzureStore, safety as azure_safety};
+use crate::store::error::Reason;
 use crate::store::gcs::{GcsStore, safety as gcs_safety};
 use crate::store::guard::{CheckStatus, SafetyReport, SafetyStep, SetupOutcome};
 use crate::store::s3::{S3Store, bucket};
+use crate::store::{RecordStore, StoreSettings};
 
 /// Check or apply the record store's safety settings (the bucket or container the live block names).
 #[derive(Debug, Subcommand)]
 pub enum BucketCommand {
     /// Report each safety setting; exit 0 when none fails, 1 otherwise.
     #[command(
-        long_about = "Report each safety setting of the record store the root's live block names; exit 0 when none fails, 1 otherwise.\n\ns3: versioning, a lifecycle rule expiring noncurrent versions, the public access block.\nazurerm: blob soft delete or versioning, the container's public access, HTTPS; the account's \"allow blob public access\" and \"secure transfer required\" are management-plane settings no data-plane call reads: they are shown as unchecked, with the `az` command that checks them.\ngcs: object versioning, a lifecycle rule deleting noncurrent generations (and none deleting live records), public access prevention, uniform bucket-level access.\nlocal: nothing to check (a folder keeps no versions).\n\nThe same check runs once before each run's first write, which is refused (UnsafeRecordStore) while a setting fails, unless skip_bucket_checks = true."
+        long_about = "Report each safety setting of the record store the root's live block names; exit 0 when none fails, 1 otherwise.\n\ns3: versioning, a lifecycle rule expiring noncurrent versions, the public access block.\nazurerm: blob soft delete or versioning, the container's public access, HTTPS; the account's \"allow blob public access\" and \"secure transfer required\" are management-plane settings no data-plane call reads: they are shown as unchecked, with the `az` command that checks them.\ngcs: object versioning, a lifecycle rule deleting noncurrent generations (and none deleting live records), public access prevention, uniform bucket-level access.\nlocal: nothing to check (a folder keeps no versions).\n\nThe same check runs before each run's first write, which is refused (UnsafeRecordStore) while a setting fails, unless skip_bucket_checks = true. A store that cannot be reached, or whose settings cannot be read, is reported as \"could not be checked\" (exit 1), never as unsafe; a run's check that could not be made is made again before its next write."
     )]
     Check,
     /// Apply what is missing (idempotent; other lifecycle rules and access policies are kept).
@@ -40,8 +41,10 @@ pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
         }
         (StoreSettings::S3(settings), BucketCommand::Check) => {
             let store = S3Store::connect(settings).await;
-            let report = bucket::check(store.client(), settings).await?;
-            Ok(verdict(&report.into(), false))
+            match bucket::check(store.client(), settings).await {
+                Ok(report) => Ok(verdict(&report.into(), false)),
+                Err(e) => Ok(unchecked(&store.describe(), e.reason, &e.to_string())),
+            }
         }
         (StoreSettings::S3(settings), BucketCommand::Setup) => {
             let store = S3Store::connect(settings).await;
@@ -52,7 +55,14 @@ pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
         }
         (StoreSettings::Azure(settings), BucketCommand::Check) => {
             let store = AzureStore::connect(settings);
-            Ok(verdict(&azure_safety::check(&store).await?, false))
+            match azure_safety::check(&store).await {
+                Ok(report) => Ok(verdict(&report, false)),
+                Err(e) => Ok(unchecked(
+                    &store.describe(),
+                    e.source.reason,
+                    &e.to_string(),
+                )),
+            }
         }
         (StoreSettings::Azure(settings), BucketCommand::Setup) => {
             let store = AzureStore::connect(settings);
@@ -61,7 +71,14 @@ pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
         }
         (StoreSettings::Gcs(settings), BucketCommand::Check) => {
             let store = GcsStore::connect(settings);
-            Ok(verdict(&gcs_safety::check(&store).await?, false))
+            match gcs_safety::check(&store).await {
+                Ok(report) => Ok(verdict(&report, false)),
+                Err(e) => Ok(unchecked(
+                    &store.describe(),
+                    e.source.reason,
+                    &e.to_string(),
+                )),
+            }
         }
         (StoreSettings::Gcs(settings), BucketCommand::Setup) => {
             let store = GcsStore::connect(settings);
@@ -81,6 +98,22 @@ fn print_steps(steps: impl IntoIterator<Item = SafetyStep>) {
             }
         }
     }
+}
+
+/// Say the settings could not be read (not that they fail); the exit status.
+fn unchecked(store: &str, reason: Reason, error: &str) -> i32 {
+    let what = match reason {
+        Reason::Unreachable => "StoreUnavailable: the store could not be reached",
+        Reason::CredentialsRefused => {
+            "StoreUnavailable: the store refused the credentials (expired, or without the permission to read the settings)"
+        }
+        Reason::Answered => "the store would not show its settings",
+    };
+    println!("{store}: could not be checked. {what}: {error}");
+    println!(
+        "{store}: this is not a finding that the store is unsafe; runs write nothing here until a check can be made. Check again once it answers."
+    );
+    1
 }
 
 /// Print the report and the verdict; the exit status.

@@ -2,9 +2,10 @@
 //!
 //! `ls` and `show` read the current records; `history`, `restore` and `log` read the
 //! store's object versions ([`history`]); `export` and `import` turn the estate into one
-//! terraform state document and back ([`transfer`]).
+//! terraform state document and back ([`transfer`]); `recover` writes a run's recovery file ([`recover`]).
 
 mod history;
+mod recover;
 mod transfer;
 
 use std::path::{Path, PathBuf};
@@ -81,6 +82,14 @@ pub enum RecordsCommand {
         /// The state document, e.g. terraform.tfstate.
         file: PathBuf,
     },
+    /// Write the state a run could not write (its recovery file), conditionally on the versions that run read.
+    #[command(
+        long_about = "Write the state a `run` could not write because the record store did not answer: the recovery file it left (choudoufu-live-recovery-ESTATE-TIME-RUN.tfstate.json in the root).\n\nEach record is written as that run's own write would have been: conditionally on the version the run read (If-Match; If-None-Match: * for a new one), so a record another run changed since is refused by name (RecordConflictError, exit 4) and keeps that run's content, while the others land. Records that already hold the file's content, written by that run, count as written: recovering one file twice changes nothing. A file of another estate or store is refused (RecoveryEstateMismatch) and nothing is written. The store's safety check runs before the first write.\n\nDo not `terraform state push errored.tfstate` instead: that writes terraform's copy against the records as they are then, and can undo what other runs wrote since.\n\nExit status: 0 written (or nothing left to write), 1 the file is unreadable, of another estate, or the store still does not answer (the file is kept), 4 some records were refused."
+    )]
+    Recover {
+        /// The recovery file `run` wrote.
+        file: PathBuf,
+    },
 }
 
 /// The root's live block, store and estate layout.
@@ -148,6 +157,7 @@ pub async fn run(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
         }
         RecordsCommand::Export { output } => transfer::export(root, output.as_deref()).await,
         RecordsCommand::Import { file } => transfer::import(root, &file).await,
+        RecordsCommand::Recover { file } => recover::recover(root, &file).await,
     }
 }
 

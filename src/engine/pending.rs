@@ -171,11 +171,22 @@ impl Liveness {
         let live = Arc::new_cyclic(|weak: &std::sync::Weak<Liveness>| {
             let weak = weak.clone();
             let beat = tokio::spawn(async move {
+                let mut failing = false;
                 loop {
                     tokio::time::sleep(interval).await;
                     let Some(me) = weak.upgrade() else { return };
-                    if let Err(e) = me.touch().await {
-                        tracing::warn!(error = %e, "heartbeat failed");
+                    match me.touch().await {
+                        // Said once per outage: each beat that follows fails the same way.
+                        Err(e) if !failing => {
+                            failing = true;
+                            tracing::warn!(error = %e, "heartbeat failed; other runs count this run as gone once its heartbeat is three beats old");
+                        }
+                        Err(e) => tracing::debug!(error = %e, "heartbeat failed again"),
+                        Ok(()) if failing => {
+                            failing = false;
+                            tracing::warn!("heartbeat reaches the store again");
+                        }
+                        Ok(()) => {}
                     }
                 }
             });
@@ -896,6 +907,46 @@ pub async fn clear_mark(
         .delete(&layout.pending_key(address), version)
         .await
         .map(|_| ())
+}
+
+/// Clear the marks run `run_id` still holds on `addresses` (a run that ended before it could); how many were cleared.
+pub async fn clear_marks_of(
+    store: &DynStore,
+    layout: &Layout,
+    run_id: &str,
+    addresses: &[String],
+) -> Result<usize, StoreError> {
+    let mut cleared = 0;
+    for address in addresses {
+        if let Some((mark, version)) = read_mark(store, &layout.pending_key(address)).await?
+            && mark.run_id == run_id
+            && let WriteOutcome::Written(()) =
+                store.delete(&layout.pending_key(address), &version).await?
+        {
+            cleared += 1;
+        }
+    }
+    Ok(cleared)
+}
+
+/// Remove the run record of `run_id` when that run is no longer alive (it ended without removing it); whether one was removed.
+pub async fn remove_gone_run(
+    store: &DynStore,
+    layout: &Layout,
+    run_id: &str,
+) -> Result<bool, StoreError> {
+    let key = layout.run_key(run_id);
+    let Some(stored) = store.get(&key).await? else {
+        return Ok(false);
+    };
+    let alive = serde_json::from_slice::<RunRecord>(&stored.bytes).is_ok_and(|r| r.alive_now());
+    if alive {
+        return Ok(false);
+    }
+    Ok(matches!(
+        store.delete(&key, &stored.version).await?,
+        WriteOutcome::Written(())
+    ))
 }
 
 /// Every pending mark of the estate, by address, with whether its run is alive.

@@ -1,13 +1,105 @@
-//! The error every store kind raises for a call that failed other than by a conditional-write conflict.
+//! The error every store kind raises for a call that failed other than by a conditional-write conflict,
+//! and why it failed: the store could not be reached, refused the credentials, or answered with an error.
+
+use std::fmt;
 
 use thiserror::Error;
 
 /// The cause of a failed store call: the SDK's, HTTP client's or file system's own error.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// Why a store call failed, as its cause says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// The store did not answer: the connection was refused, reset or timed out.
+    Unreachable,
+    /// The store answered that the credentials are not accepted (401/403, an expired token).
+    CredentialsRefused,
+    /// The store answered, with an error of another kind.
+    Answered,
+}
+
+impl Reason {
+    /// Whether the store is unavailable to this program (unreachable, or the credentials refused).
+    pub fn unavailable(self) -> bool {
+        !matches!(self, Reason::Answered)
+    }
+
+    /// The reason a cause chain shows: the first link that says the store was not reached or refused the credentials.
+    pub fn of(cause: &(dyn std::error::Error + 'static)) -> Reason {
+        let mut link: Option<&(dyn std::error::Error + 'static)> = Some(cause);
+        while let Some(e) = link {
+            if let Some(reason) = reason_of_link(e) {
+                return reason;
+            }
+            link = e.source();
+        }
+        Reason::Answered
+    }
+}
+
+fn reason_of_io(kind: std::io::ErrorKind) -> Option<Reason> {
+    use std::io::ErrorKind as K;
+    matches!(
+        kind,
+        K::ConnectionRefused
+            | K::ConnectionReset
+            | K::ConnectionAborted
+            | K::NotConnected
+            | K::BrokenPipe
+            | K::TimedOut
+            | K::AddrNotAvailable
+            | K::HostUnreachable
+            | K::NetworkUnreachable
+            | K::NetworkDown
+    )
+    .then_some(Reason::Unreachable)
+}
+
+fn credentials_status(status: u16) -> Option<Reason> {
+    matches!(status, 401 | 403).then_some(Reason::CredentialsRefused)
+}
+
+fn reason_of_link(e: &(dyn std::error::Error + 'static)) -> Option<Reason> {
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        return reason_of_io(io.kind());
+    }
+    if let Some(c) = e.downcast_ref::<aws_sdk_s3::error::ConnectorError>() {
+        return (c.is_io() || c.is_timeout()).then_some(Reason::Unreachable);
+    }
+    if let Some(r) = e.downcast_ref::<reqwest::Error>() {
+        if r.is_connect() || r.is_timeout() || r.is_request() {
+            return Some(Reason::Unreachable);
+        }
+        return r.status().and_then(|s| credentials_status(s.as_u16()));
+    }
+    if let Some(h) = e.downcast_ref::<object_store::client::HttpError>() {
+        use object_store::client::HttpErrorKind as K;
+        return matches!(
+            h.kind(),
+            K::Connect | K::Request | K::Timeout | K::Interrupted
+        )
+        .then_some(Reason::Unreachable);
+    }
+    if let Some(o) = e.downcast_ref::<object_store::Error>() {
+        return matches!(
+            o,
+            object_store::Error::Unauthenticated { .. }
+                | object_store::Error::PermissionDenied { .. }
+        )
+        .then_some(Reason::CredentialsRefused);
+    }
+    if let Some(u) = e.downcast_ref::<super::http::UnexpectedStatus>() {
+        return credentials_status(u.status);
+    }
+    None
+}
+
 /// A record store call failed for a reason other than a conditional-write conflict.
+///
+/// One that could not reach the store, or whose credentials were refused, reads as
+/// `StoreUnavailable` with the endpoint it tried.
 #[derive(Debug, Error)]
-#[error("record store {store}: {op} {key} failed: {message}")]
 pub struct StoreError {
     /// The store, e.g. `s3://bucket`.
     pub store: String,
@@ -16,14 +108,44 @@ pub struct StoreError {
     /// The key concerned (the prefix, for a listing).
     pub key: String,
     /// What the store said, as the user reads it.
-    pub message: String,
+    pub message: Box<str>,
+    /// Why it failed, from the cause (or as the store kind knew better).
+    pub reason: Reason,
+    /// The endpoint the call went to, when it is known (e.g. `https://s3.eu-west-1.amazonaws.com`).
+    pub endpoint: Option<Box<str>>,
     /// The underlying error.
     #[source]
     pub source: Cause,
 }
 
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let at = match &self.endpoint {
+            Some(e) => format!(" at {e}"),
+            None => String::new(),
+        };
+        match self.reason {
+            Reason::Unreachable => write!(
+                f,
+                "StoreUnavailable: record store {}{at} could not be reached: {} {} failed: {}",
+                self.store, self.op, self.key, self.message
+            ),
+            Reason::CredentialsRefused => write!(
+                f,
+                "StoreUnavailable: record store {}{at} refused the credentials: {} {} failed: {}",
+                self.store, self.op, self.key, self.message
+            ),
+            Reason::Answered => write!(
+                f,
+                "record store {}: {} {} failed: {}",
+                self.store, self.op, self.key, self.message
+            ),
+        }
+    }
+}
+
 impl StoreError {
-    /// A failed `op` on `key` of `store`, caused by `source` (whose text is the message).
+    /// A failed `op` on `key` of `store`, caused by `source` (whose text is the message, and whose chain gives the reason).
     pub fn new(
         store: impl Into<String>,
         op: &'static str,
@@ -31,18 +153,133 @@ impl StoreError {
         source: impl Into<Cause>,
     ) -> Self {
         let source = source.into();
+        let reason = Reason::of(source.as_ref());
+        let endpoint = endpoint_of(source.as_ref());
         StoreError {
             store: store.into(),
             op,
             key: key.into(),
-            message: source.to_string(),
+            message: source.to_string().into_boxed_str(),
+            reason,
+            endpoint,
             source,
         }
     }
 
     /// The same error with a fuller message than the cause's own text (e.g. the SDK's error context).
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
-        self.message = message.into();
+        self.message = message.into().into_boxed_str();
         self
+    }
+
+    /// The same error with the reason the store kind knows from its typed error.
+    pub fn because(mut self, reason: Reason) -> Self {
+        self.reason = reason;
+        self
+    }
+
+    /// The same error naming the endpoint the call went to.
+    pub fn at(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into().into_boxed_str());
+        self
+    }
+
+    /// Whether the store is unavailable to this program (unreachable, or the credentials refused).
+    pub fn unavailable(&self) -> bool {
+        self.reason.unavailable()
+    }
+}
+
+/// An error and its causes, one after the other (`a: b: c`), each said once.
+pub fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut link: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(e) = link {
+        let text = e.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        link = e.source();
+    }
+    parts.join(": ")
+}
+
+/// The scheme, host and port an HTTP error in the chain names.
+fn endpoint_of(cause: &(dyn std::error::Error + 'static)) -> Option<Box<str>> {
+    let mut link: Option<&(dyn std::error::Error + 'static)> = Some(cause);
+    while let Some(e) = link {
+        if let Some(url) = e
+            .downcast_ref::<reqwest::Error>()
+            .and_then(reqwest::Error::url)
+        {
+            let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+            return Some(
+                format!("{}://{}{port}", url.scheme(), url.host_str().unwrap_or(""))
+                    .into_boxed_str(),
+            );
+        }
+        link = e.source();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_connection_is_unavailable_and_named_so() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let e =
+            StoreError::new("s3://b", "update", "tofu-records/e/r/x", io).at("http://127.0.0.1:9");
+        assert_eq!(e.reason, Reason::Unreachable);
+        assert!(e.unavailable());
+        let text = e.to_string();
+        assert!(
+            text.starts_with(
+                "StoreUnavailable: record store s3://b at http://127.0.0.1:9 could not be reached"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("connection refused"), "{text}");
+    }
+
+    #[test]
+    fn a_refused_credential_is_unavailable_and_an_answer_is_not() {
+        let denied = super::super::http::UnexpectedStatus {
+            status: 403,
+            body: "AuthorizationFailure".into(),
+        };
+        let e = StoreError::new("azurerm://a/c", "get", "k", denied);
+        assert_eq!(e.reason, Reason::CredentialsRefused);
+        assert!(e.to_string().contains("refused the credentials"), "{e}");
+        let busy = super::super::http::UnexpectedStatus {
+            status: 500,
+            body: "oops".into(),
+        };
+        let e = StoreError::new("gs://b", "get", "k", busy);
+        assert_eq!(e.reason, Reason::Answered);
+        assert!(
+            e.to_string()
+                .starts_with("record store gs://b: get k failed"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_reason_is_found_deep_in_the_chain() {
+        #[derive(Debug, Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        let e = StoreError::new(
+            "local:/x",
+            "get",
+            "k",
+            Outer(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "timed out",
+            )),
+        );
+        assert_eq!(e.reason, Reason::Unreachable);
     }
 }

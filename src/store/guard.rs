@@ -9,14 +9,66 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use thiserror::Error;
 
+use super::error::Reason;
 use super::s3::bucket::{BucketReport, SetupStep};
 use super::settings::StoreSettings;
 
-/// A check made once, before a session's first write (the record store bucket's safety).
+/// A check made before a session's first write (the record store bucket's safety); one that could not be made is made again before the next write.
 #[async_trait]
 pub trait WriteGuard: Send + Sync + std::fmt::Debug {
     /// Pass, or say why nothing may be written.
-    async fn check(&self) -> Result<(), UnsafeRecordStore>;
+    async fn check(&self) -> Result<(), GuardError>;
+}
+
+/// Why a store's write guard did not pass; nothing was written either way.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum GuardError {
+    /// The store answered, and a safety setting fails.
+    #[error(transparent)]
+    Unsafe(#[from] UnsafeRecordStore),
+    /// The settings could not be read: this says nothing about whether the store is safe.
+    #[error(transparent)]
+    Unchecked(#[from] SafetyUnchecked),
+}
+
+/// The record store's safety settings could not be checked (the store did not answer, refused the credentials, or would not show them).
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error(
+    "{}the safety settings of record store {store} could not be checked ({last_error}). Nothing was written, and the check is made again before the next write. This is not a finding that the store is unsafe. {hint}",
+    if reason.unavailable() { "StoreUnavailable: " } else { "" }
+)]
+pub struct SafetyUnchecked {
+    /// The store, e.g. `s3://bucket`.
+    pub store: String,
+    /// Why the settings could not be read.
+    pub reason: Reason,
+    /// The last error of the check.
+    pub last_error: String,
+    /// What to look at: the network path, the credentials, the permissions the check needs.
+    pub hint: String,
+}
+
+impl SafetyUnchecked {
+    /// The check of `store` could not run for `reason`; `permissions` names what the identity needs to read the settings.
+    pub fn new(store: String, reason: Reason, last_error: String, permissions: &str) -> Self {
+        let hint = match reason {
+            Reason::Unreachable => format!(
+                "Check the network path to the store; once it answers, `choudoufu-live bucket check --root DIR` shows its settings ({permissions})."
+            ),
+            Reason::CredentialsRefused => format!(
+                "Check the credentials: they may have expired, or lack the permission to read the settings ({permissions}); `choudoufu-live bucket check --root DIR` shows them."
+            ),
+            Reason::Answered => format!(
+                "{permissions}; `choudoufu-live bucket check --root DIR` shows the settings."
+            ),
+        };
+        SafetyUnchecked {
+            store,
+            reason,
+            last_error,
+            hint,
+        }
+    }
 }
 
 /// The record store's bucket is not safe to keep records in; nothing was written.

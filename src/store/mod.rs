@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cut::{Mechanism, cut};
 pub use error::StoreError;
-pub use guard::{UnsafeRecordStore, WriteGuard, guard_for};
+pub use guard::{GuardError, SafetyUnchecked, UnsafeRecordStore, WriteGuard, guard_for};
 pub use settings::{SettingError, SettingsSource, StoreKind, StoreSettings};
 pub use versions::{History, ObjectVersion, VersionKind, VersionListing};
 

@@ -294,3 +294,143 @@ pub async fn start_gated(upstream: String) -> Gated {
         release,
     }
 }
+
+/// A proxy that forwards every request until told the store is away: then it refuses every
+/// connection (it stops listening, and closes the connections it holds) until the outage ends.
+pub struct Outage {
+    pub endpoint: String,
+    /// Requests forwarded to the store.
+    pub forwarded: Arc<AtomicUsize>,
+    /// Requests and connections turned away while the store was away.
+    pub refused: Arc<AtomicUsize>,
+    down: tokio::sync::watch::Sender<Option<std::time::Instant>>,
+    deny: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Outage {
+    /// The store is away from now for `window`.
+    pub fn down_for(&self, window: std::time::Duration) {
+        self.down
+            .send_replace(Some(std::time::Instant::now() + window));
+    }
+
+    /// The store is away from now until [`Outage::up`].
+    pub fn down(&self) {
+        self.down_for(std::time::Duration::from_secs(365 * 24 * 3600));
+    }
+
+    /// The store answers again (and takes the credentials again).
+    pub fn up(&self) {
+        self.deny.store(false, Ordering::SeqCst);
+        self.down.send_replace(None);
+    }
+
+    /// The store answers every request 403 `ExpiredToken`, as to a credential that expired, until [`Outage::up`].
+    pub fn deny(&self) {
+        self.deny.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the store is away now.
+    pub fn is_down(&self) -> bool {
+        is_down(&self.down.borrow())
+    }
+}
+
+fn is_down(until: &Option<std::time::Instant>) -> bool {
+    until.is_some_and(|t| t > std::time::Instant::now())
+}
+
+/// Start an outage proxy in front of `upstream` (host:port); it forwards until [`Outage::down_for`].
+pub async fn start_outage(upstream: String) -> Outage {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (down, watch) = tokio::sync::watch::channel(None::<std::time::Instant>);
+    let forwarded = Arc::new(AtomicUsize::new(0));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let deny = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (f, r, d) = (forwarded.clone(), refused.clone(), deny.clone());
+    tokio::spawn(async move {
+        let mut listener = Some(listener);
+        let mut watch = watch;
+        loop {
+            let until = *watch.borrow_and_update();
+            if is_down(&until) {
+                // Not listening: every connection is refused, as by a host that is away.
+                listener = None;
+                let deadline = until.map(tokio::time::Instant::from_std);
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)) => {}
+                    changed = watch.changed() => if changed.is_err() { return },
+                }
+                continue;
+            }
+            let l = match &listener {
+                Some(l) => l,
+                None => {
+                    // Listen again on the same port (SO_REUSEADDR is set by tokio on unix).
+                    let mut tries = 0;
+                    loop {
+                        match TcpListener::bind(addr).await {
+                            Ok(l) => break listener.insert(l),
+                            Err(e) if tries < 50 => {
+                                tries += 1;
+                                let _ = e;
+                                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                            }
+                            Err(e) => panic!("the outage proxy cannot listen on {addr} again: {e}"),
+                        }
+                    }
+                }
+            };
+            tokio::select! {
+                accepted = l.accept() => {
+                    let Ok((sock, _)) = accepted else { return };
+                    let (upstream, watch, f, r, d) = (upstream.clone(), watch.clone(), f.clone(), r.clone(), d.clone());
+                    tokio::spawn(async move {
+                        let _ = serve_outage(sock, &upstream, watch, &f, &r, &d).await;
+                    });
+                }
+                changed = watch.changed() => if changed.is_err() { return },
+            }
+        }
+    });
+    Outage {
+        endpoint: format!("http://{addr}"),
+        forwarded,
+        refused,
+        down,
+        deny,
+    }
+}
+
+async fn serve_outage(
+    mut sock: TcpStream,
+    upstream: &str,
+    watch: tokio::sync::watch::Receiver<Option<std::time::Instant>>,
+    forwarded: &AtomicUsize,
+    refused: &AtomicUsize,
+    deny: &std::sync::atomic::AtomicBool,
+) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some(request) = read_request(&mut sock, &mut buf).await? {
+        if deny.load(Ordering::SeqCst) {
+            refused.fetch_add(1, Ordering::SeqCst);
+            sock.write_all(&error_answer("403 Forbidden", "ExpiredToken"))
+                .await?;
+            continue;
+        }
+        if is_down(&watch.borrow()) {
+            // A connection held from before the outage: closed, its request unanswered.
+            refused.fetch_add(1, Ordering::SeqCst);
+            return Ok(());
+        }
+        forwarded.fetch_add(1, Ordering::SeqCst);
+        let answer = forward(upstream, &request).await?;
+        if is_down(&watch.borrow()) {
+            refused.fetch_add(1, Ordering::SeqCst);
+            return Ok(());
+        }
+        sock.write_all(&keep_alive(answer)).await?;
+    }
+    Ok(())
+}

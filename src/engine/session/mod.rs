@@ -7,6 +7,7 @@
 
 mod assemble;
 mod read;
+mod recovery;
 mod trace;
 mod write;
 
@@ -25,13 +26,16 @@ use crate::engine::program::ProgramStamp;
 use crate::engine::read_cache::ReadCache;
 use crate::engine::record::{CorruptRecord, EstateMeta, Record};
 use crate::engine::state::StateError;
-use crate::store::{DynStore, StoreError, UnsafeRecordStore, Version, WriteGuard};
+use crate::store::{
+    DynStore, GuardError, SafetyUnchecked, StoreError, UnsafeRecordStore, Version, WriteGuard,
+};
 
 pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_lineage, serial_of};
 pub use read::{
     Read, ReadStats, Sources, fetch_image, read_estate, read_snapshot, read_snapshot_cached,
     snapshot_of_image,
 };
+pub use recovery::{RECOVERY_FORMAT, Recovery, RecoveryError, Unwritten};
 pub use write::{RecordConflict, RecordConflictError, WriteReport};
 
 /// How many store calls a session makes at once by default.
@@ -55,6 +59,25 @@ pub enum SessionError {
     /// The record store failed its safety check before the first write.
     #[error(transparent)]
     Unsafe(#[from] UnsafeRecordStore),
+    /// The record store's safety could not be checked before the first write; it is checked again before the next.
+    #[error(transparent)]
+    Unchecked(#[from] SafetyUnchecked),
+}
+
+impl From<GuardError> for SessionError {
+    fn from(e: GuardError) -> Self {
+        match e {
+            GuardError::Unsafe(u) => SessionError::Unsafe(u),
+            GuardError::Unchecked(u) => SessionError::Unchecked(u),
+        }
+    }
+}
+
+impl SessionError {
+    /// Whether the write failed because the store failed (not a conflict, a bad document or a finding): what was not written is worth keeping.
+    pub fn store_failed(&self) -> bool {
+        matches!(self, SessionError::Store(_) | SessionError::Unchecked(_))
+    }
 }
 
 /// What a run is: its ID and the program it applies.
@@ -160,6 +183,8 @@ struct View {
     image: Held,
     /// Whether `snapshot` is a read (not yet: the first read fetches the stored image).
     read_before: bool,
+    /// The newest document terraform sent whose write failed for a store error, until a write lands.
+    unwritten: Option<Unwritten>,
 }
 
 /// One run's session on an estate.
@@ -172,6 +197,8 @@ pub struct Session {
     view: Mutex<View>,
     guard: Option<Arc<dyn WriteGuard>>,
     guard_passed: OnceCell<()>,
+    /// The last check that could not be made (kept only for the `guard-retry` cut, which answers it again).
+    guard_failed: std::sync::Mutex<Option<GuardError>>,
     cache: Option<ReadCache>,
 }
 
@@ -186,6 +213,7 @@ impl Session {
             view: Mutex::new(View::default()),
             guard: None,
             guard_passed: OnceCell::new(),
+            guard_failed: std::sync::Mutex::new(None),
             cache: None,
         }
     }
@@ -284,11 +312,23 @@ impl Session {
         self.view.lock().await.served.clone()
     }
 
-    /// Run the store's write guard (once per session): before anything of this run is written.
+    /// Run the store's write guard before anything of this run is written: once it passed, never again; a check that could not be made is made again next time.
     pub async fn check_guard(&self) -> Result<(), SessionError> {
-        if let Some(guard) = &self.guard {
-            self.guard_passed.get_or_try_init(|| guard.check()).await?;
+        let Some(guard) = &self.guard else {
+            return Ok(());
+        };
+        if cut(Mechanism::GuardRetry)
+            && let Some(failed) = self.guard_failed.lock().ok().and_then(|f| f.clone())
+        {
+            return Err(failed.into());
         }
+        let checked = self.guard_passed.get_or_try_init(|| guard.check()).await;
+        if let Err(e) = &checked
+            && let Ok(mut failed) = self.guard_failed.lock()
+        {
+            *failed = Some(e.clone());
+        }
+        checked?;
         Ok(())
     }
 }

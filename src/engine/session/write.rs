@@ -7,7 +7,7 @@ use futures::{StreamExt, stream};
 use serde::Serialize;
 use thiserror::Error;
 
-use super::{BaseEntry, BaseRef, SessionError, View, initial_lineage, trace};
+use super::{BaseEntry, BaseRef, SessionError, Unwritten, View, initial_lineage, trace};
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::pending;
@@ -90,6 +90,8 @@ pub struct WriteReport {
     pub skipped: Vec<String>,
     /// Outputs whose write met another run's newer value, left for the door to reconcile.
     pub stale_outputs: Vec<String>,
+    /// Records the store already held with this content, written by this same run (an earlier try whose answer was lost, or a recovery written before).
+    pub already: Vec<String>,
     /// Records another run changed after this run read them; nothing of these was written.
     #[serde(skip)]
     pub conflicts: Vec<RecordConflict>,
@@ -121,6 +123,7 @@ impl WriteReport {
             &mut self.already_gone,
             &mut self.skipped,
             &mut self.stale_outputs,
+            &mut self.already,
         ] {
             list.sort();
         }
@@ -162,6 +165,8 @@ enum Done {
         key: String,
         conflict: RecordConflict,
     },
+    /// A put refused because the store already holds this run's own record with this content.
+    Already { key: String, entry: Box<BaseEntry> },
     /// A write of a record this run's plan does not change, skipped: another run moved it or holds it.
     Skipped { address: String },
     /// A refused output write, left for the door to reconcile.
@@ -174,8 +179,24 @@ impl super::Session {
     /// Unchanged records are not written; changed ones are updated against the version
     /// read, new ones created, gone ones deleted. Every record gets its try; conflicts are
     /// gathered in the report, and the base advances only for what landed.
+    ///
+    /// A document whose write failed for a store error is kept (see [`Session::unwritten`])
+    /// until a later write lands.
     pub async fn write_state(&self, doc: &[u8]) -> Result<WriteReport, SessionError> {
-        trace::write_state(&self.layout, &self.run, doc.len(), self.write_untraced(doc)).await
+        let result =
+            trace::write_state(&self.layout, &self.run, doc.len(), self.write_untraced(doc)).await;
+        let mut view = self.view.lock().await;
+        match &result {
+            Ok(_) => view.unwritten = None,
+            Err(e) if e.store_failed() => {
+                view.unwritten = Some(Unwritten {
+                    doc: doc.to_vec(),
+                    last_error: e.to_string(),
+                })
+            }
+            Err(_) => {}
+        }
+        result
     }
 
     async fn write_untraced(&self, doc: &[u8]) -> Result<WriteReport, SessionError> {
@@ -366,15 +387,25 @@ impl super::Session {
                             created: precondition == Precondition::Absent,
                         }
                     }
-                    WriteOutcome::Conflict(c) => Done::Refused {
-                        key,
-                        conflict: RecordConflict {
-                            address: record.address().to_string(),
-                            op: precondition.op(),
-                            expected: c.expected,
-                            stored: c.found,
-                        },
-                    },
+                    WriteOutcome::Conflict(c) => {
+                        if c.found.is_some()
+                            && let Some(entry) = self.own_content(&key, &digest).await?
+                        {
+                            return Ok(Done::Already {
+                                key,
+                                entry: Box::new(entry),
+                            });
+                        }
+                        Done::Refused {
+                            key,
+                            conflict: RecordConflict {
+                                address: record.address().to_string(),
+                                op: precondition.op(),
+                                expected: c.expected,
+                                stored: c.found,
+                            },
+                        }
+                    }
                 })
             }
             Op::Delete {
@@ -403,6 +434,34 @@ impl super::Session {
                 },
             }),
         }
+    }
+}
+
+impl super::Session {
+    /// The record at `key`, when it is this run's own with content `digest`: a write of it landed before.
+    async fn own_content(
+        &self,
+        key: &str,
+        digest: &str,
+    ) -> Result<Option<BaseEntry>, SessionError> {
+        if cut(Mechanism::OwnContent) {
+            return Ok(None);
+        }
+        let Some(stored) = self.store.get(key).await? else {
+            return Ok(None);
+        };
+        let Ok(record) = Record::decode(key, &stored.bytes, &self.layout) else {
+            return Ok(None);
+        };
+        if record.writer.run_id != self.run.run_id || record.content_digest() != digest {
+            return Ok(None);
+        }
+        tracing::info!(key = %key, "the store already holds this run's own record with this content");
+        Ok(Some(BaseEntry {
+            version: stored.version,
+            digest: digest.to_string(),
+            record,
+        }))
     }
 }
 
@@ -475,6 +534,9 @@ fn landed_resource(layout: &Layout, done: &Done) -> Option<String> {
         Done::Deleted { key, address, .. } if layout.classify(key) == Some(KeyKind::Resource) => {
             Some(address.clone())
         }
+        Done::Already { key, entry } if layout.classify(key) == Some(KeyKind::Resource) => {
+            Some(entry.record.address().to_string())
+        }
         _ => None,
     }
 }
@@ -488,6 +550,11 @@ fn advance(view: &mut View, done: Done, report: &mut WriteReport) {
             report.stale_outputs.push(name);
         }
         Done::Refused { conflict, .. } => report.conflicts.push(conflict),
+        Done::Already { key, entry } => {
+            report.already.push(entry.record.address().to_string());
+            view.base.insert(key.clone(), entry.base_ref());
+            view.snapshot.records.insert(key, *entry);
+        }
         Done::Put {
             key,
             entry,

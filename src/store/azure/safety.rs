@@ -18,7 +18,7 @@ use thiserror::Error;
 use super::{AzureSettings, AzureStore};
 use crate::cut::{Mechanism, cut};
 use crate::store::guard::{
-    CheckStatus, SafetyCheck, SafetyReport, SafetyStep, SetupOutcome, UnsafeRecordStore,
+    CheckStatus, GuardError, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
     WriteGuard, warn_skipped,
 };
 use crate::store::key::ROOT_PREFIX;
@@ -388,7 +388,7 @@ pub struct AzureGuard {
 
 #[async_trait::async_trait]
 impl WriteGuard for AzureGuard {
-    async fn check(&self) -> Result<(), UnsafeRecordStore> {
+    async fn check(&self) -> Result<(), GuardError> {
         if cut(Mechanism::BucketCheck) {
             return Ok(());
         }
@@ -396,14 +396,15 @@ impl WriteGuard for AzureGuard {
         match check(&store).await {
             Ok(report) => match report.unsafe_error() {
                 None => Ok(()),
-                Some(e) => Err(e),
+                Some(e) => Err(e.into()),
             },
-            Err(e) => Err(UnsafeRecordStore {
-                store: store.describe(),
-                problems: vec![format!(
-                    "the store's safety settings could not be read ({e}); the identity needs to read the blob service properties and the container's ACL (an account key, or a role with Microsoft.Storage/storageAccounts/blobServices/read), or check them with `choudoufu-live bucket check --root DIR`"
-                )],
-            }),
+            Err(e) => Err(SafetyUnchecked::new(
+                store.describe(),
+                e.source.reason,
+                e.to_string(),
+                "the identity needs to read the blob service properties and the container's ACL (an account key, or a role with Microsoft.Storage/storageAccounts/blobServices/read)",
+            )
+            .into()),
         }
     }
 }

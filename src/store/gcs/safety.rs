@@ -14,7 +14,7 @@ use thiserror::Error;
 use super::{GcsSettings, GcsStore};
 use crate::cut::{Mechanism, cut};
 use crate::store::guard::{
-    CheckStatus, SafetyCheck, SafetyReport, SafetyStep, SetupOutcome, UnsafeRecordStore,
+    CheckStatus, GuardError, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
     WriteGuard, warn_skipped,
 };
 use crate::store::key::ROOT_PREFIX;
@@ -315,7 +315,7 @@ pub struct GcsGuard {
 
 #[async_trait::async_trait]
 impl WriteGuard for GcsGuard {
-    async fn check(&self) -> Result<(), UnsafeRecordStore> {
+    async fn check(&self) -> Result<(), GuardError> {
         if cut(Mechanism::BucketCheck) {
             return Ok(());
         }
@@ -323,14 +323,15 @@ impl WriteGuard for GcsGuard {
         match check(&store).await {
             Ok(report) => match report.unsafe_error() {
                 None => Ok(()),
-                Some(e) => Err(e),
+                Some(e) => Err(e.into()),
             },
-            Err(e) => Err(UnsafeRecordStore {
-                store: store.describe(),
-                problems: vec![format!(
-                    "the bucket's safety settings could not be read ({e}); the identity needs storage.buckets.get on the bucket, or check them with `choudoufu-live bucket check --root DIR`"
-                )],
-            }),
+            Err(e) => Err(SafetyUnchecked::new(
+                store.describe(),
+                e.source.reason,
+                e.to_string(),
+                "the identity needs storage.buckets.get on the bucket",
+            )
+            .into()),
         }
     }
 }

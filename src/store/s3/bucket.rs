@@ -20,7 +20,8 @@ use thiserror::Error;
 use super::{S3Settings, S3Store};
 use crate::cut::{Mechanism, cut};
 use crate::store::RecordStore;
-use crate::store::guard::{UnsafeRecordStore, WriteGuard};
+use crate::store::error::Reason;
+use crate::store::guard::{GuardError, SafetyUnchecked, UnsafeRecordStore, WriteGuard};
 use crate::store::key::ROOT_PREFIX;
 
 /// The ID of the lifecycle rule `bucket setup` adds.
@@ -45,6 +46,8 @@ pub struct BucketError {
     pub op: &'static str,
     /// What S3 said.
     pub message: String,
+    /// Why it failed: no answer, the credentials refused, or another answer.
+    pub reason: Reason,
 }
 
 /// One safety setting as found on the bucket.
@@ -117,7 +120,11 @@ where
     BucketError {
         bucket: bucket.to_string(),
         op,
-        message: format!("{}", DisplayErrorContext(err)),
+        message: match super::sdk_reason(err) {
+            Some(Reason::Unreachable) => crate::store::error::chain_text(err),
+            _ => format!("{}", DisplayErrorContext(err)),
+        },
+        reason: super::sdk_reason(err).unwrap_or(Reason::Answered),
     }
 }
 
@@ -382,6 +389,7 @@ pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SetupStep>, Buck
                 bucket: bucket.to_string(),
                 op: "PutBucketLifecycleConfiguration",
                 message: e.to_string(),
+                reason: Reason::Answered,
             })?;
         rules.push(rule);
         let config = BucketLifecycleConfiguration::builder()
@@ -391,6 +399,7 @@ pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SetupStep>, Buck
                 bucket: bucket.to_string(),
                 op: "PutBucketLifecycleConfiguration",
                 message: e.to_string(),
+                reason: Reason::Answered,
             })?;
         client
             .put_bucket_lifecycle_configuration()
@@ -446,7 +455,7 @@ impl BucketGuard {
 
 #[async_trait::async_trait]
 impl WriteGuard for BucketGuard {
-    async fn check(&self) -> Result<(), UnsafeRecordStore> {
+    async fn check(&self) -> Result<(), GuardError> {
         if cut(Mechanism::BucketCheck) {
             return Ok(());
         }
@@ -454,14 +463,15 @@ impl WriteGuard for BucketGuard {
         match check(store.client(), &self.settings).await {
             Ok(report) => match report.unsafe_error() {
                 None => Ok(()),
-                Some(e) => Err(e),
+                Some(e) => Err(e.into()),
             },
-            Err(e) => Err(UnsafeRecordStore {
-                store: store.describe(),
-                problems: vec![format!(
-                    "the bucket's safety settings could not be read ({e}); the role needs s3:GetBucketVersioning, s3:GetLifecycleConfiguration and s3:GetBucketPublicAccessBlock, or check them with `choudoufu-live bucket check --root DIR`"
-                )],
-            }),
+            Err(e) => Err(SafetyUnchecked::new(
+                store.describe(),
+                e.reason,
+                e.to_string(),
+                "the role needs s3:GetBucketVersioning, s3:GetLifecycleConfiguration and s3:GetBucketPublicAccessBlock",
+            )
+            .into()),
         }
     }
 }

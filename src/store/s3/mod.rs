@@ -15,6 +15,7 @@ use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 
+use super::error::Reason;
 use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
 use super::{
     KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
@@ -22,8 +23,10 @@ use super::{
 };
 use crate::cut::{Mechanism, cut};
 
-/// How many tries one store call gets (the SDK's standard retry, with backoff).
+/// How many tries one store call gets (the SDK's standard retry, with backoff), unless `AWS_MAX_ATTEMPTS` says otherwise.
 pub const MAX_ATTEMPTS: u32 = 8;
+/// The AWS standard variable that sets how many tries one store call gets.
+pub const MAX_ATTEMPTS_ENV: &str = "AWS_MAX_ATTEMPTS";
 /// How long one try may take before it is abandoned and tried again.
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Environment variable that sets the per-try timeout in milliseconds.
@@ -82,6 +85,8 @@ pub struct S3Store {
     bucket: String,
     kms_key_id: Option<String>,
     page_size: i32,
+    /// The custom endpoint, for messages (none: the region's AWS endpoint).
+    endpoint: Option<String>,
 }
 
 impl S3Store {
@@ -96,11 +101,16 @@ impl S3Store {
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
             .map_or(DEFAULT_ATTEMPT_TIMEOUT, Duration::from_millis);
+        let attempts = std::env::var(MAX_ATTEMPTS_ENV)
+            .ok()
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .filter(|n| *n >= 1)
+            .unwrap_or(MAX_ATTEMPTS);
         let mut builder = aws_sdk_s3::config::Builder::from(&shared)
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
             .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
             .retry_config(
-                aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(MAX_ATTEMPTS),
+                aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(attempts),
             )
             .timeout_config(
                 aws_sdk_s3::config::timeout::TimeoutConfig::builder()
@@ -122,6 +132,7 @@ impl S3Store {
             bucket: settings.bucket.clone(),
             kms_key_id: settings.kms_key_id.clone(),
             page_size: 1000,
+            endpoint: settings.endpoint.clone(),
         }
     }
 
@@ -145,8 +156,24 @@ impl S3Store {
     where
         E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
     {
-        let message = format!("{}", DisplayErrorContext(&err));
-        StoreError::new(self.describe(), op, key, err).with_message(message)
+        let reason = sdk_reason(&err);
+        let message = match reason {
+            // Not reached: the chain of causes says why; the SDK's debug dump adds nothing.
+            Some(Reason::Unreachable) => super::error::chain_text(&err),
+            _ => format!("{}", DisplayErrorContext(&err)),
+        };
+        let endpoint = match (&self.endpoint, self.client.config().region()) {
+            (Some(url), _) => url.clone(),
+            (None, Some(region)) => format!("https://s3.{region}.amazonaws.com"),
+            (None, None) => "https://s3.amazonaws.com".to_string(),
+        };
+        let e = StoreError::new(self.describe(), op, key, err)
+            .with_message(message)
+            .at(endpoint);
+        match reason {
+            Some(r) => e.because(r),
+            None => e,
+        }
     }
 
     async fn head_version(&self, key: &str) -> Result<Option<Version>, StoreError> {
@@ -268,6 +295,30 @@ impl S3Store {
             None
         };
         Ok(Page { items, next })
+    }
+}
+
+/// Why an SDK call failed, when its kind says more than its cause chain: no answer, or the credentials refused.
+pub(crate) fn sdk_reason<E: ProvideErrorMetadata>(err: &SdkError<E>) -> Option<Reason> {
+    match err {
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            Some(Reason::Unreachable)
+        }
+        SdkError::ServiceError(e)
+            if matches!(e.raw().status().as_u16(), 401 | 403)
+                || matches!(
+                    e.err().code(),
+                    Some(
+                        "ExpiredToken"
+                            | "InvalidAccessKeyId"
+                            | "InvalidToken"
+                            | "TokenRefreshRequired"
+                    )
+                ) =>
+        {
+            Some(Reason::CredentialsRefused)
+        }
+        _ => None,
     }
 }
 

@@ -8,6 +8,7 @@
 mod approve;
 pub mod args;
 mod claims;
+mod flush;
 mod outputs;
 mod planned;
 mod summary;
@@ -85,6 +86,10 @@ pub const EXIT_PLAN_REFUSED: i32 = 3;
 pub const EXIT_CONFLICT: i32 = 4;
 /// Exit status when a change, or a resource it depends on, is claimed by another live run: nothing was applied.
 pub const EXIT_IN_FLIGHT: i32 = 5;
+/// Exit status when the state terraform could not save was not written either: it is in a recovery file.
+pub const EXIT_UNWRITTEN: i32 = 6;
+/// How long `run` keeps trying to write the state terraform could not save, unless `--flush-timeout` says otherwise.
+pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often `run` proves it is alive while it holds claims, unless `--heartbeat` says otherwise.
 pub const DEFAULT_RUN_HEARTBEAT: Duration = Duration::from_secs(5);
 
@@ -100,8 +105,12 @@ fn duration(text: &str) -> Result<Duration, String> {
 /// input and output passed through. An `apply` or `destroy` is planned first, approved
 /// as terraform asks, and every change of the plan is claimed before terraform applies
 /// it, so no two runs make the same change at once. Prints what was written and every
-/// named conflict. Exits with terraform's status, or 3 when a saved plan's changes moved,
-/// 4 when a record conflicted, 5 when another live run holds one of the plan's changes.
+/// named conflict. When the record store does not answer and terraform cannot save its
+/// state, `run` keeps that state and writes it once terraform exits, conditionally on the
+/// versions it read, for up to --flush-timeout; past that, it leaves it in a recovery file
+/// for `records recover`. Exits with terraform's status, or 3 when a saved plan's changes
+/// moved, 4 when a record conflicted, 5 when another live run holds one of the plan's
+/// changes, 6 when the state terraform could not save is in a recovery file.
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// When another live run holds one of the plan's changes (or a resource they depend on), wait up to DURATION for it (e.g. 10m), then plan again; without it, stop at once with status 5.
@@ -111,6 +120,10 @@ pub struct RunArgs {
     /// How often this run's heartbeat proves it alive while it holds claims; a killed run's claims are taken over after three missed beats.
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "5s")]
     pub heartbeat: Duration,
+
+    /// When the record store does not answer and terraform could not save its state, keep trying to write that state for up to DURATION after terraform exits; then leave it in a recovery file (exit status 6) for `records recover`.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "5m")]
+    pub flush_timeout: Duration,
 
     /// The command and its arguments, after `--`: e.g. `-- terraform apply -auto-approve`.
     #[arg(
@@ -149,6 +162,7 @@ pub(crate) struct Ctx {
     run_id: String,
     wait: Option<Duration>,
     heartbeat: Duration,
+    flush_timeout: Duration,
     liveness: Option<Arc<Liveness>>,
 }
 
@@ -298,6 +312,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         run_id: run.run_id,
         wait: args.wait,
         heartbeat: args.heartbeat,
+        flush_timeout: args.flush_timeout,
         liveness: None,
     };
     let mut signals = Signals::install()?;
@@ -333,8 +348,12 @@ async fn as_given(ctx: &mut Ctx, signals: &mut Signals) -> Result<i32, RunError>
     all.extend(ctx.cmd.args.iter().cloned());
     let server = attempt.serve(ctx).await?;
     let status = ctx.tf.run(&all, server, &[], signals).await?;
+    let flushed = flush::flush(ctx, attempt.session(), signals).await?;
     let (backend, summary) = attempt.stop().await;
-    summary::print(&ctx.config, &summary);
+    let summary = summary::print(&ctx.config, summary, &flushed);
+    if let Some(code) = summary::unwritten_exit(&flushed) {
+        return Ok(code);
+    }
     summary::warn_unrecorded_after(ctx, &backend).await;
     if let Some(file) = args::saved_plan_out(&ctx.cmd) {
         let file = ctx.cmd.dir().join(file);

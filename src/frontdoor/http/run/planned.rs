@@ -9,6 +9,7 @@ use std::time::Instant;
 use super::approve::{self, Answer};
 use super::args::ApplySplit;
 use super::claims::{self, Claimed};
+use super::flush::{self, Flushed};
 use super::outputs::{self, Reconcile};
 use super::terraform::{self, PlanDir, Signals};
 use super::{Attempt, Ctx, EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError, summary};
@@ -102,17 +103,33 @@ async fn apply_claimed(
     Ok(Applied::Ran(ctx.tf.run(args, server, &[], signals).await?))
 }
 
+/// Write what terraform could not save (see [`flush`]), then release the claims: they stay in place until that state landed or is in a recovery file.
+async fn flush_and_release(
+    ctx: &Ctx,
+    attempt: &Attempt,
+    claims: Option<&Arc<Claims>>,
+    signals: &mut Signals,
+) -> Result<Flushed, RunError> {
+    let flushed = flush::flush(ctx, attempt.session(), signals).await;
+    release(claims).await;
+    flushed
+}
+
 /// After terraform applied: the summary, the unrecorded-object warning, the output reconcile, and the exit status.
 async fn finish(
     ctx: &mut Ctx,
     attempt: Attempt,
     status: ExitStatus,
+    flushed: Flushed,
     reconcile: Reconcile,
     signals: &mut Signals,
 ) -> Result<i32, RunError> {
     let stale = attempt.session().stale_outputs().await;
     let (backend, summary) = attempt.stop().await;
-    summary::print(&ctx.config, &summary);
+    let summary = summary::print(&ctx.config, summary, &flushed);
+    if let Some(code) = summary::unwritten_exit(&flushed) {
+        return Ok(code);
+    }
     summary::warn_unrecorded_after(ctx, &backend).await;
     if !summary.conflicts.is_empty() {
         return Ok(EXIT_CONFLICT);
@@ -210,7 +227,15 @@ pub async fn planned_apply(
             signals,
         )
         .await;
-        release(claims.as_ref()).await;
+        let flushed = match &applied {
+            Ok(Applied::Ran(_)) => {
+                flush_and_release(ctx, &attempt, claims.as_ref(), signals).await?
+            }
+            _ => {
+                release(claims.as_ref()).await;
+                Flushed::Nothing
+            }
+        };
         match applied? {
             Applied::Ran(status) => {
                 let reconcile = Reconcile {
@@ -218,7 +243,7 @@ pub async fn planned_apply(
                     apply: split.apply_flags(&ephemeral, &ctx.cmd.dir()),
                     env: Vec::new(),
                 };
-                return finish(ctx, attempt, status, reconcile, signals).await;
+                return finish(ctx, attempt, status, flushed, reconcile, signals).await;
             }
             Applied::Moved(moved) => {
                 attempt.stop().await;
@@ -277,11 +302,19 @@ pub async fn saved_apply(
             signals,
         )
         .await;
-        release(claims.as_ref()).await;
+        let flushed = match &applied {
+            Ok(Applied::Ran(_)) => {
+                flush_and_release(ctx, &attempt, claims.as_ref(), signals).await?
+            }
+            _ => {
+                release(claims.as_ref()).await;
+                Flushed::Nothing
+            }
+        };
         return match applied? {
             Applied::Ran(status) => {
                 let reconcile = Reconcile::for_saved_plan(split, &json);
-                finish(ctx, attempt, status, reconcile, signals).await
+                finish(ctx, attempt, status, flushed, reconcile, signals).await
             }
             Applied::Moved(moved) => {
                 attempt.stop().await;

@@ -3,7 +3,8 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::{Ctx, RunError};
+use super::flush::Flushed;
+use super::{Ctx, EXIT_UNWRITTEN, RunError};
 use crate::cloud::aws::markers::AwsLister;
 use crate::config::LiveConfig;
 use crate::engine::layout::Layout;
@@ -21,11 +22,49 @@ pub fn list(names: &BTreeSet<String>) -> String {
     out.join(", ")
 }
 
-/// Print one line of what was written, and every named conflict and error.
-pub fn print(config: &LiveConfig, s: &RunSummary) {
+/// Fold what the flush after terraform wrote into the run's summary.
+fn merge(s: &mut RunSummary, flushed: &Flushed) {
+    let Flushed::Landed(report) = flushed else {
+        return;
+    };
+    s.writes += 1;
+    s.created.extend(report.created.iter().cloned());
+    s.updated.extend(report.updated.iter().cloned());
+    s.updated.extend(report.already.iter().cloned());
+    s.deleted.extend(report.deleted.iter().cloned());
+    s.deleted.extend(report.already_gone.iter().cloned());
+    s.unchanged = report.unchanged;
+    s.skipped.extend(report.skipped.iter().cloned());
+    for c in &report.conflicts {
+        s.conflicts.insert(c.address.clone(), c.clone());
+    }
+}
+
+/// The exit status when the state terraform could not save was not written.
+pub fn unwritten_exit(flushed: &Flushed) -> Option<i32> {
+    matches!(flushed, Flushed::Recovery(_) | Flushed::Lost).then_some(EXIT_UNWRITTEN)
+}
+
+/// Each distinct error once, with how often it came.
+fn distinct(errors: &[String]) -> Vec<String> {
+    let mut out: Vec<(String, usize)> = Vec::new();
+    for e in errors {
+        match out.iter_mut().find(|(seen, _)| seen == e) {
+            Some((_, n)) => *n += 1,
+            None => out.push((e.clone(), 1)),
+        }
+    }
+    out.into_iter()
+        .map(|(e, n)| if n > 1 { format!("{e} ({n} times)") } else { e })
+        .collect()
+}
+
+/// Print one line of what was written (with what the flush after terraform wrote), and every named conflict and error; the summary with the flush folded in.
+pub fn print(config: &LiveConfig, mut s: RunSummary, flushed: &Flushed) -> RunSummary {
+    merge(&mut s, flushed);
     s.refusal_line().into_iter().for_each(|l| eprintln!("{l}"));
     if s.writes == 0 && s.conflicts.is_empty() && s.errors.is_empty() {
-        return;
+        return s;
     }
     let mut parts = Vec::new();
     for (n, what, names) in [
@@ -45,11 +84,36 @@ pub fn print(config: &LiveConfig, s: &RunSummary) {
             list(&s.skipped)
         ));
     }
-    eprintln!(
-        "choudoufu-live: estate {}: records {}",
-        config.estate,
-        parts.join(", ")
-    );
+    let carried = match flushed {
+        Flushed::Landed(_) => Some("was written after terraform exited"),
+        Flushed::Recovery(_) => Some("is in the recovery file named above"),
+        Flushed::Lost => Some("is only in terraform's errored.tfstate"),
+        Flushed::Nothing => None,
+    };
+    match (carried, s.errors.last()) {
+        (Some(carried), Some(last)) => eprintln!(
+            "choudoufu-live: while terraform ran, {} of its state write(s) failed (the last: {last}); the state they carried {carried}",
+            s.errors.len()
+        ),
+        _ => {
+            for e in distinct(&s.errors) {
+                eprintln!("choudoufu-live: error: {e}");
+            }
+        }
+    }
+    if s.writes > 0 || !s.conflicts.is_empty() {
+        eprintln!(
+            "choudoufu-live: estate {}: records {}",
+            config.estate,
+            parts.join(", ")
+        );
+    }
+    if let Flushed::Recovery(path) = flushed {
+        eprintln!(
+            "choudoufu-live: the rest of this run's state is not in the store yet: it is in {} (exit status 6)",
+            path.display()
+        );
+    }
     if !s.conflicts.is_empty() {
         let err = RecordConflictError {
             landed: s.created.len() + s.updated.len() + s.deleted.len(),
@@ -60,9 +124,7 @@ pub fn print(config: &LiveConfig, s: &RunSummary) {
             "choudoufu-live: if terraform wrote errored.tfstate, do not `state push` it: it holds this run's view from before the other run's write, and pushing it would replace that write. Re-plan instead."
         );
     }
-    for e in &s.errors {
-        eprintln!("choudoufu-live: error: {e}");
-    }
+    s
 }
 
 /// Stamp the saved plan `file` with the record versions the plan read.

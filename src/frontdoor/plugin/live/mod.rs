@@ -266,7 +266,13 @@ impl Live for LiveService {
         {
             return Ok(Response::new(pb::WriteRecordsResponse {
                 results: vec![],
-                diagnostics: error("Unsafe record store", &e.to_string()),
+                diagnostics: error(
+                    match e {
+                        store::GuardError::Unsafe(_) => "Unsafe record store",
+                        store::GuardError::Unchecked(_) => "Record store safety not checked",
+                    },
+                    &e.to_string(),
+                ),
             }));
         }
         let kinds: Vec<Kind> = writes.iter().map(|w| w.kind).collect();

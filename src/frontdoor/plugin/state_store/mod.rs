@@ -121,7 +121,11 @@ fn session_error(e: &SessionError) -> Vec<pb::Diagnostic> {
         SessionError::Conflict(c) => error("Record store write conflict", &c.to_string()),
         SessionError::State(s) => error("Invalid state document", &s.to_string()),
         SessionError::Corrupt(c) => error("Corrupted record", &c.to_string()),
+        SessionError::Store(s) if s.unavailable() => {
+            error("Record store unavailable", &s.to_string())
+        }
         SessionError::Store(s) => error("Record store error", &s.to_string()),
+        SessionError::Unchecked(u) => error("Record store safety not checked", &u.to_string()),
         SessionError::Unsafe(u) => error("Unsafe record store", &u.to_string()),
     }
 }
