@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use choudoufu_live::config::LiveConfig;
 use choudoufu_live::engine::layout::Layout;
 use choudoufu_live::engine::pending;
-use common::tf::{Call, Records, Root, calls, kill_group, text, turn, wait, wait_for_call};
+use common::tf::{
+    Call, Records, Root, apply_args, calls, kill_group, strs, text, turn, wait, wait_for_call,
+};
 
 async fn records(kind: &str) -> Records {
     match kind {
@@ -24,22 +26,6 @@ async fn records(kind: &str) -> Records {
             }
         }
     }
-}
-
-/// `apply -auto-approve -input=false` with `-var k=v` for each pair.
-fn apply(vars: &[(&str, &str)]) -> Vec<String> {
-    let mut a: Vec<String> = ["apply", "-auto-approve", "-input=false"]
-        .map(String::from)
-        .to_vec();
-    for (k, v) in vars {
-        a.push("-var".into());
-        a.push(format!("{k}={v}"));
-    }
-    a
-}
-
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
 }
 
 /// Run `f` to the end on a runtime of its own (the terraform turn is a std mutex, never held across an await).
@@ -101,7 +87,7 @@ async fn three_applies_make_one_provider_call(kind: &str) {
     let children: Vec<_> = values
         .iter()
         .map(|v| {
-            root.spawn(&strs(&apply(&[
+            root.spawn(&strs(&apply_args(&[
                 ("one", v),
                 ("sleep_seconds", "5"),
                 ("calls_file", &cf),
@@ -167,7 +153,7 @@ async fn three_waiting_applies_take_turns(kind: &str) {
         .map(|v| {
             root.spawn_with(
                 &["--wait=2m"],
-                &strs(&apply(&[
+                &strs(&apply_args(&[
                     ("one", v),
                     ("sleep_seconds", "2"),
                     ("calls_file", &cf),
@@ -224,7 +210,7 @@ async fn a_change_whose_dependency_is_in_flight_is_refused(kind: &str) {
     root.init_and_apply();
     let file = root.path().join("calls");
     let cf = file.display().to_string();
-    let x = root.spawn(&strs(&apply(&[
+    let x = root.spawn(&strs(&apply_args(&[
         ("x", "x2"),
         ("sleep_seconds", "8"),
         ("calls_file", &cf),
@@ -233,7 +219,7 @@ async fn a_change_whose_dependency_is_in_flight_is_refused(kind: &str) {
     let x_run =
         holder_of(&root, "terraform_data.x").expect("x is claimed while its provisioner runs");
     let t = Instant::now();
-    let y = root.run(&strs(&apply(&[("y", "y2"), ("calls_file", &cf)])));
+    let y = root.run(&strs(&apply_args(&[("y", "y2"), ("calls_file", &cf)])));
     let err = text(&y.stderr);
     assert_eq!(y.status.code(), Some(5), "{err}");
     assert!(
@@ -252,7 +238,7 @@ async fn a_change_whose_dependency_is_in_flight_is_refused(kind: &str) {
     let x = wait(x, Duration::from_secs(120));
     assert!(x.status.success(), "{}", text(&x.stderr));
     // Once x landed, y goes.
-    root.ok(&strs(&apply(&[
+    root.ok(&strs(&apply_args(&[
         ("x", "x2"),
         ("y", "y2"),
         ("calls_file", &cf),
@@ -268,7 +254,7 @@ async fn a_killed_runs_claim_is_taken_over(kind: &str) {
     root.init_and_apply();
     let file = root.path().join("calls");
     let cf = file.display().to_string();
-    let dead = root.spawn(&strs(&apply(&[
+    let dead = root.spawn(&strs(&apply_args(&[
         ("one", "dead"),
         ("sleep_seconds", "60"),
         ("calls_file", &cf),
@@ -281,7 +267,7 @@ async fn a_killed_runs_claim_is_taken_over(kind: &str) {
     // A plan claims nothing and never waits.
     let plan = root.run(&["plan", "-input=false", "-var", "one=next"]);
     assert!(plan.status.success(), "{}", text(&plan.stderr));
-    let refused = root.run(&strs(&apply(&[("one", "next"), ("calls_file", &cf)])));
+    let refused = root.run(&strs(&apply_args(&[("one", "next"), ("calls_file", &cf)])));
     let err = text(&refused.stderr);
     assert_eq!(
         refused.status.code(),
@@ -295,7 +281,7 @@ async fn a_killed_runs_claim_is_taken_over(kind: &str) {
     );
     let next = root.run_with(
         &["--wait=40s"],
-        &strs(&apply(&[("one", "next"), ("calls_file", &cf)])),
+        &strs(&apply_args(&[("one", "next"), ("calls_file", &cf)])),
     );
     let err = text(&next.stderr);
     assert!(next.status.success(), "{err}");
@@ -330,13 +316,13 @@ async fn refreshed_records_outside_the_plan_are_skipped(kind: &str) {
     std::fs::write(&rec, serde_json::to_vec(&a).unwrap()).unwrap();
     let file = root.path().join("calls");
     let cf = file.display().to_string();
-    let ra = root.spawn(&strs(&apply(&[
+    let ra = root.spawn(&strs(&apply_args(&[
         ("a", "a2"),
         ("sleep_seconds", "6"),
         ("calls_file", &cf),
     ])));
     wait_for_call(&file, "a", Duration::from_secs(60));
-    let mut b_args = apply(&[("b", "b2"), ("calls_file", &cf)]);
+    let mut b_args = apply_args(&[("b", "b2"), ("calls_file", &cf)]);
     b_args.push("-target=terraform_data.b".into());
     let b = root.run(&strs(&b_args));
     let a = wait(ra, Duration::from_secs(120));
@@ -370,7 +356,7 @@ async fn a_shared_output_is_reconciled(kind: &str) {
     let file = root.path().join("calls");
     let cf = file.display().to_string();
     let run = |target: &str| {
-        let mut args = apply(&[("sleep_seconds", "3"), ("calls_file", &cf)]);
+        let mut args = apply_args(&[("sleep_seconds", "3"), ("calls_file", &cf)]);
         args.push(format!("-replace=terraform_data.{target}"));
         root.spawn(&strs(&args))
     };
@@ -439,7 +425,7 @@ fn every_flag_reaches_terraform_with_its_meaning() {
     let cf = file.display().to_string();
     std::fs::write(root.path().join("a.tfvars"), "a = \"from-file\"\n").unwrap();
     let with = |extra: &[&str]| {
-        let mut args = apply(&[("calls_file", &cf), ("b", "t2")]);
+        let mut args = apply_args(&[("calls_file", &cf), ("b", "t2")]);
         args.push("-var-file=a.tfvars".into());
         args.extend(extra.iter().map(|s| s.to_string()));
         args

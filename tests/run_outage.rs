@@ -16,7 +16,7 @@ use choudoufu_live::config::LiveConfig;
 use choudoufu_live::engine::layout::Layout;
 use choudoufu_live::engine::pending;
 use common::fault_proxy::{Outage, start_outage};
-use common::tf::{Records, Root, calls, text, turn, wait};
+use common::tf::{Records, Root, apply_args, calls, strs, text, turn, wait};
 
 /// The outage the tests make: longer than terraform's patience with its three tries.
 const OUTAGE: Duration = Duration::from_secs(45);
@@ -92,21 +92,6 @@ impl Peer {
             (marks, runs)
         })
     }
-}
-
-fn apply_args(vars: &[(&str, &str)]) -> Vec<String> {
-    let mut a: Vec<String> = ["apply", "-auto-approve", "-input=false"]
-        .map(String::from)
-        .to_vec();
-    for (k, v) in vars {
-        a.push("-var".into());
-        a.push(format!("{k}={v}"));
-    }
-    a
-}
-
-fn strs(v: &[String]) -> Vec<&str> {
-    v.iter().map(String::as_str).collect()
 }
 
 /// Wait until the calls file shows `name`'s provisioner finished.

@@ -311,3 +311,20 @@ pub fn wait_for_call(file: &Path, name: &str, limit: Duration) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `apply -auto-approve -input=false` with `-var k=v` for each pair.
+pub fn apply_args(vars: &[(&str, &str)]) -> Vec<String> {
+    let mut a: Vec<String> = ["apply", "-auto-approve", "-input=false"]
+        .map(String::from)
+        .to_vec();
+    for (k, v) in vars {
+        a.push("-var".into());
+        a.push(format!("{k}={v}"));
+    }
+    a
+}
+
+/// Borrow each argument, for `Root::run` and friends.
+pub fn strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}

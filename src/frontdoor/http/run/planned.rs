@@ -103,14 +103,19 @@ async fn apply_claimed(
     Ok(Applied::Ran(ctx.tf.run(args, server, &[], signals).await?))
 }
 
-/// Write what terraform could not save (see [`flush`]), then release the claims: they stay in place until that state landed or is in a recovery file.
+/// After an apply attempt: when terraform ran, write what it could not save (see [`flush`]);
+/// then release the claims, which stay in place until that state landed or is in a recovery file.
 async fn flush_and_release(
     ctx: &Ctx,
     attempt: &Attempt,
+    applied: &Result<Applied, RunError>,
     claims: Option<&Arc<Claims>>,
     signals: &mut Signals,
 ) -> Result<Flushed, RunError> {
-    let flushed = flush::flush(ctx, attempt.session(), signals).await;
+    let flushed = match applied {
+        Ok(Applied::Ran(_)) => flush::flush(ctx, attempt.session(), signals).await,
+        _ => Ok(Flushed::Nothing),
+    };
     release(claims).await;
     flushed
 }
@@ -227,15 +232,7 @@ pub async fn planned_apply(
             signals,
         )
         .await;
-        let flushed = match &applied {
-            Ok(Applied::Ran(_)) => {
-                flush_and_release(ctx, &attempt, claims.as_ref(), signals).await?
-            }
-            _ => {
-                release(claims.as_ref()).await;
-                Flushed::Nothing
-            }
-        };
+        let flushed = flush_and_release(ctx, &attempt, &applied, claims.as_ref(), signals).await?;
         match applied? {
             Applied::Ran(status) => {
                 let reconcile = Reconcile {
@@ -302,15 +299,7 @@ pub async fn saved_apply(
             signals,
         )
         .await;
-        let flushed = match &applied {
-            Ok(Applied::Ran(_)) => {
-                flush_and_release(ctx, &attempt, claims.as_ref(), signals).await?
-            }
-            _ => {
-                release(claims.as_ref()).await;
-                Flushed::Nothing
-            }
-        };
+        let flushed = flush_and_release(ctx, &attempt, &applied, claims.as_ref(), signals).await?;
         return match applied? {
             Applied::Ran(status) => {
                 let reconcile = Reconcile::for_saved_plan(split, &json);
