@@ -8,6 +8,13 @@
 //! one request at a time (kept from the first bench, to compare). Every read of B3 is also
 //! counted at the proxy: requests, bytes and sequential round trips.
 //! Writes target/bench/results.json and docs/bench/RESULTS.md; scripts/plot-bench.py draws the chart.
+//!
+//! `CHOUDOUFU_BENCH_ONLY=C1` runs the C1 row alone, on a local folder (no peer needed), and
+//! prints it without writing any results:
+//! `CHOUDOUFU_BENCH_ONLY=C1 cargo test --release --test bench -- --ignored --nocapture`.
+//! The seeded folder is kept in target/bench/c1-store-N (delete it to seed again), and
+//! `CHOUDOUFU_BENCH_C1_LOOPS` sets the calls per timing (10; 1 under a profiler, e.g.
+//! `taskset -c 0 valgrind --tool=callgrind --toggle-collect='*c1_ours*'` on the test binary).
 
 mod common;
 #[path = "common/latency_proxy.rs"]
@@ -679,7 +686,10 @@ fn cpu_seconds() -> f64 {
 /// one serde_json parse of that document (the same machine, release build).
 fn c1(rows: &mut Vec<Value>, layout: &Layout, image_bytes: &[u8], served: &[u8]) {
     let n = Image::decode(layout, image_bytes.to_vec()).map_or(0, |i| i.len());
-    let loops = 10;
+    let loops: usize = std::env::var("CHOUDOUFU_BENCH_C1_LOOPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10);
     let timed = |f: &dyn Fn()| {
         let (cpu, wall) = (cpu_seconds(), Instant::now());
         for _ in 0..loops {
@@ -693,14 +703,10 @@ fn c1(rows: &mut Vec<Value>, layout: &Layout, image_bytes: &[u8], served: &[u8])
     let (mut parse, mut ours) = (vec![], vec![]);
     for _ in 0..REPEATS {
         parse.push(timed(&|| {
-            let v: Value = serde_json::from_slice(served).unwrap();
-            std::hint::black_box(v);
+            std::hint::black_box(c1_parse(served));
         }));
         ours.push(timed(&|| {
-            let image = Image::decode(layout, image_bytes.to_vec()).unwrap();
-            let snapshot = snapshot_of_image(layout, &image).unwrap();
-            let header = header_of(layout, &snapshot, None);
-            let d = document(&header, snapshot.records.values().map(|e| &e.record.item));
+            let d = c1_ours(layout, image_bytes);
             assert_eq!(d.len(), served.len());
             std::hint::black_box(d);
         }));
@@ -716,6 +722,43 @@ fn c1(rows: &mut Vec<Value>, layout: &Layout, image_bytes: &[u8], served: &[u8])
         served.len()
     );
     rows.push(json!({"id": format!("C1/{n}"), "what": format!("CPU (ms) to decode {n} records from the image and assemble the document, against one serde_json parse of that document"), "stock": pc, "live": oc, "ratio": oc.0 / pc.0, "goal": "<= 1.0", "met": oc.0 / pc.0 <= 1.0, "note": note}));
+}
+
+/// C1's side of stock: one parse of the served document (a named function, for profilers).
+#[inline(never)]
+fn c1_parse(served: &[u8]) -> Value {
+    serde_json::from_slice(served).unwrap()
+}
+
+/// C1's side of ours: decode the image and assemble the document (a named function, for profilers).
+#[inline(never)]
+fn c1_ours(layout: &Layout, image_bytes: &[u8]) -> Vec<u8> {
+    let image = Image::decode(layout, image_bytes.to_vec()).unwrap();
+    let snapshot = snapshot_of_image(layout, &image).unwrap();
+    let header = header_of(layout, &snapshot, None);
+    document(&header, snapshot.records.values().map(|e| &e.record.item))
+}
+
+/// `CHOUDOUFU_BENCH_ONLY=C1`: the C1 row at 10,000 records on a local folder, printed.
+async fn c1_alone() {
+    let n = size(10_000);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/bench/c1-store-{n}"));
+    let store: DynStore = Arc::new(LocalStore::new(&dir));
+    let layout = Layout::new(EstateName::parse(&format!("c1-{n}")).unwrap());
+    if store.get(&layout.image_key()).await.unwrap().is_none() {
+        eprintln!("bench: seeding {n} records in {}", dir.display());
+        seed_b3(&store, &layout, n).await;
+    }
+    let image = store.get(&layout.image_key()).await.unwrap().unwrap().bytes;
+    let served = Session::new(
+        store.clone(),
+        layout.clone(),
+        RunInfo::new(ProgramStamp::default()),
+    );
+    served.refresh().await.unwrap();
+    let mut rows = vec![];
+    c1(&mut rows, &layout, &image, &served.state_document().await);
+    println!("{}", serde_json::to_string_pretty(&rows).unwrap());
 }
 
 fn fmt3(v: &Value) -> String {
@@ -847,6 +890,11 @@ fn markdown(results: &Value) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "make bench"]
 async fn bench() {
+    match std::env::var("CHOUDOUFU_BENCH_ONLY").as_deref() {
+        Err(_) => {}
+        Ok("C1") => return c1_alone().await,
+        Ok(other) => panic!("CHOUDOUFU_BENCH_ONLY={other}: only C1 runs alone"),
+    }
     let started = Instant::now();
     let mut rows = vec![];
     let mut accounts = vec![];
