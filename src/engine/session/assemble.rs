@@ -11,7 +11,9 @@ use sha2::{Digest, Sha256};
 
 use super::{Session, Snapshot};
 use crate::engine::layout::Layout;
-use crate::engine::state::{Header, Item, ResourceMeta, compare_versions, instance_order};
+use crate::engine::state::{
+    Header, Instance, Item, ResourceMeta, compare_versions, instance_order,
+};
 
 /// The terraform version an assembled state names when no record says.
 pub const FALLBACK_TERRAFORM_VERSION: &str = "1.0.0";
@@ -114,13 +116,14 @@ struct Resource<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     each: Option<&'a str>,
     provider: &'a str,
-    instances: Vec<&'a Value>,
+    instances: Vec<&'a Instance>,
 }
 
 /// Assemble items into the bytes of a state v4 document (compact JSON, one newline at the end).
 pub fn document<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) -> Vec<u8> {
     type ResKey<'a> = (&'a str, &'a str, &'a str, &'a str);
-    let mut resources: BTreeMap<ResKey<'a>, (&'a ResourceMeta, Vec<&'a Value>)> = BTreeMap::new();
+    let mut resources: BTreeMap<ResKey<'a>, (&'a ResourceMeta, Vec<&'a Instance>)> =
+        BTreeMap::new();
     let mut outputs = BTreeMap::new();
     let mut count = 0;
     for item in items {
