@@ -207,4 +207,60 @@ mod tests {
         let ours: Value = serde_json::from_slice(&document(&header, &reversed)).unwrap();
         assert_eq!(ours, state::assemble(&header, &split.items));
     }
+
+    #[test]
+    fn instances_kept_as_text_assemble_to_the_same_bytes() {
+        use crate::engine::layout::EstateName;
+        use crate::engine::program::ProgramStamp;
+        use crate::engine::record::{Record, Writer};
+        let doc = r#"{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"l",
+          "outputs":{"o":{"value":"x\u00e9\n","type":"string"}},
+          "resources":[
+            {"mode":"managed","type":"t","name":"c","each":"list","provider":"p",
+             "instances":[{"index_key":10,"attributes":{"z":1.50,"a":"q\"\\\u0001 é ${x}"}},{"index_key":2,"deposed":"00aa","attributes":{}},{"index_key":2,"attributes":{"n":[1e400,-0.0,null,true]}}]},
+            {"mode":"data","type":"t","name":"d","provider":"p","instances":[{"attributes":{"k":{"b":1,"a":2}}}]}
+          ]}"#;
+        let layout = Layout::new(EstateName::parse("e").unwrap());
+        let split = state::parse(doc.as_bytes()).unwrap();
+        let header = Header {
+            lineage: "l".into(),
+            serial: 9,
+            terraform_version: "1.2.3".into(),
+        };
+        let records: Vec<Record> = split
+            .items
+            .iter()
+            .map(|item| Record {
+                estate: "e".into(),
+                item: item.clone(),
+                program: ProgramStamp::default(),
+                writer: Writer {
+                    run_id: "r".into(),
+                    written_at: "t".into(),
+                    terraform_version: None,
+                    restored_from: None,
+                },
+            })
+            .collect();
+        let kept: Vec<Record> = records
+            .iter()
+            .rev()
+            .map(|r| {
+                let rank = match &r.item {
+                    Item::Resource { instance, .. } => Some(instance.rank()),
+                    Item::Output { .. } => None,
+                };
+                Record::decode_final(&r.key(&layout), &r.encode(), &layout, rank).unwrap()
+            })
+            .collect();
+        let parsed = document(&header, records.iter().map(|r| &r.item));
+        let text = document(&header, kept.iter().map(|r| &r.item));
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            String::from_utf8(parsed).unwrap()
+        );
+        assert_eq!(kept.iter().rev().cloned().collect::<Vec<_>>(), records);
+        let bad = records[0].encode();
+        assert!(Record::decode_final(&records[0].key(&layout), &bad, &layout, None).is_err());
+    }
 }

@@ -609,25 +609,29 @@ fn image_of(layout: &Layout, run_id: &str, got: &[Got], image: Option<&Image>) -
             Decoded::Estate(..) => None,
         })
         .collect();
-    let entries = got.iter().zip(&encoded).zip(&ranks).filter_map(|((g, enc), rank)| {
-        let (version, digest) = match &g.item {
-            Decoded::Estate(_, v) => (v, ""),
-            Decoded::Record(e) => (&e.version, e.digest.as_str()),
-        };
-        let bytes: &[u8] = match (&g.from, enc) {
-            (_, Some(b)) => b,
-            (From::Cache(b) | From::Store(b), None) => b,
-            (From::Image, None) => image?.entry_at(&g.key, version)?.bytes,
-            (From::Prior, None) => return None,
-        };
-        Some(ImageEntry {
-            rank: rank.as_ref(),
-            key: &g.key,
-            version,
-            digest,
-            bytes,
-        })
-    });
+    let entries = got
+        .iter()
+        .zip(&encoded)
+        .zip(&ranks)
+        .filter_map(|((g, enc), rank)| {
+            let (version, digest) = match &g.item {
+                Decoded::Estate(_, v) => (v, ""),
+                Decoded::Record(e) => (&e.version, e.digest.as_str()),
+            };
+            let bytes: &[u8] = match (&g.from, enc) {
+                (_, Some(b)) => b,
+                (From::Cache(b) | From::Store(b), None) => b,
+                (From::Image, None) => image?.entry_at(&g.key, version)?.bytes,
+                (From::Prior, None) => return None,
+            };
+            Some(ImageEntry {
+                rank: rank.as_ref(),
+                key: &g.key,
+                version,
+                digest,
+                bytes,
+            })
+        });
     Image::encode(layout, run_id, entries)
 }
 
