@@ -262,11 +262,20 @@ async fn a_corrupt_or_foreign_image_is_ignored_with_a_warning(kind: Kind) {
     let at = damaged.len() / 2;
     damaged[at] = if damaged[at] == b'7' { b'8' } else { b'7' };
     let truncated = good.bytes[..good.bytes.len() - 40].to_vec();
+    // An image of the earlier format (v1: SHA-256, records as stored) is never read as this one.
+    let tag = b"choudoufu-live/image/v2\n";
+    assert!(good.bytes.starts_with(tag));
+    let older = [&b"choudoufu-live/image/v1\n"[..], &good.bytes[tag.len()..]].concat();
     let plain = plain_read(&f.store, &l).await;
     for (what, bytes, warning) in [
         ("foreign", foreign, "is estate \"imgc-other\"'s"),
         ("damaged", damaged, "checksum does not match"),
         ("truncated", truncated, "checksum does not match"),
+        (
+            "of format v1",
+            older,
+            "its first line is \"choudoufu-live/image/v1\"",
+        ),
         (
             "not an image",
             b"{\"resources\": []}".to_vec(),
