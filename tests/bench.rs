@@ -43,13 +43,13 @@ const REPEATS: usize = 3;
 const LATENCY: Duration = Duration::from_millis(20);
 /// Applies of one change each that B2 sums on choudoufu-live's side (image writes included), at n.
 ///
-/// 20 at 1,000 resources; 5 at 5,000, where each terraform apply costs about 30 s of
+/// 20 at 1,000 resources; 3 at 5,000, where each terraform apply costs about 35 s of
 /// terraform's own CPU here (its plan of 5,000 instances), whatever the backend. Every apply
 /// of one change writes the same bytes (the record, the run's records), and no image write
 /// can fall within 20 applies at either size (the bound is more than 50 changed records), so
 /// the image's share is in the row's note, from the image's size and the bound.
 fn b2_applies(n: usize) -> usize {
-    if n > size(1000) { 5 } else { 20 }
+    if n > size(1000) { 3 } else { 20 }
 }
 /// Stock applies B2 averages: each writes the whole state and its lock file, the same bytes
 /// every time (to a few bytes of lock info).
