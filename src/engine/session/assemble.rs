@@ -122,10 +122,10 @@ struct Resource<'a> {
 /// Assemble items into the bytes of a state v4 document (compact JSON, one newline at the end).
 pub fn document<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) -> Vec<u8> {
     type ResKey<'a> = (&'a str, &'a str, &'a str, &'a str);
-    let mut resources: BTreeMap<ResKey<'a>, (&'a ResourceMeta, Vec<&'a Instance>)> =
-        BTreeMap::new();
+    // Sorted, not mapped: items come in record key order, nearly terraform's, so the sort is
+    // about one pass, where a map searches its tree for each of thousands of resources.
+    let mut instances: Vec<(ResKey<'a>, &'a ResourceMeta, &'a Instance)> = Vec::new();
     let mut outputs = BTreeMap::new();
-    let mut count = 0;
     for item in items {
         match item {
             Item::Resource { meta, instance, .. } => {
@@ -135,35 +135,40 @@ pub fn document<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) 
                     meta.type_name.as_str(),
                     meta.name.as_str(),
                 );
-                resources
-                    .entry(key)
-                    .or_insert((meta, Vec::new()))
-                    .1
-                    .push(instance);
-                count += 1;
+                instances.push((key, meta, instance));
             }
             Item::Output { name, output } => {
                 outputs.insert(name.as_str(), output);
             }
         }
     }
-    let resources = resources
-        .into_values()
-        .map(|(meta, mut instances)| {
-            if instances.len() > 1 {
-                instances.sort_by(|a, b| instance_order(a, b));
+    let count = instances.len();
+    // Stable: a resource's instances keep their order until they are ranked below.
+    instances.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut resources: Vec<Resource<'a>> = Vec::new();
+    let mut last: Option<ResKey<'a>> = None;
+    for (key, meta, instance) in instances {
+        match resources.last_mut() {
+            Some(r) if last == Some(key) => r.instances.push(instance),
+            _ => {
+                resources.push(Resource {
+                    module: meta.module.as_deref(),
+                    mode: &meta.mode,
+                    type_name: &meta.type_name,
+                    name: &meta.name,
+                    each: meta.each.as_deref(),
+                    provider: &meta.provider,
+                    instances: vec![instance],
+                });
+                last = Some(key);
             }
-            Resource {
-                module: meta.module.as_deref(),
-                mode: &meta.mode,
-                type_name: &meta.type_name,
-                name: &meta.name,
-                each: meta.each.as_deref(),
-                provider: &meta.provider,
-                instances,
-            }
-        })
-        .collect();
+        }
+    }
+    for r in &mut resources {
+        if r.instances.len() > 1 {
+            r.instances.sort_by(|a, b| instance_order(a, b));
+        }
+    }
     let doc = Document {
         version: 4,
         terraform_version: &header.terraform_version,
