@@ -1035,7 +1035,7 @@ fn markdown(results: &Value) -> String {
         .iter()
         .any(|r| r["id"].as_str().is_some_and(|id| id.starts_with("C1/")))
     {
-        md.push_str("\nC1: an image entry's record is read with its instance kept as text (validated, not built into a tree) and copied into the document as it is; what remains is reading each entry's head and record fields, the CRC-32 of the image and the document's assembly.\n");
+        md.push_str("\nC1: an image entry's record is read with its instance kept as text (validated, not built into a tree) and copied into the document as it is (image v2). What remains, profiled with `perf record --call-graph dwarf` on `CHOUDOUFU_BENCH_ONLY=C1` (tests/bench.rs): about half is parsing each record's own fields (format, estate, address, resource, program and writer stamps: some ten owned strings a record, and the allocator's time for them), a sixth the entry heads (key, version, digest), an eighth building and dropping the snapshot's map, the rest the document's serialisation and the serial's digest. Meeting it needs records that borrow from the image's bytes (or shared stamps), a change to the snapshot type the write path uses; not done here.\n");
     }
     md.push_str("\n## Notes\n\n");
     for r in &rows {
