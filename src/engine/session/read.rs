@@ -438,7 +438,19 @@ pub async fn read_estate(
     let outside = if stored_image.is_none() || stored_unusable {
         got.len()
     } else if held_is_stored(&held) {
-        got.len() - stats.from_image
+        // A record this run's last read gave is outside only if the image lacks it at that
+        // version: else a read after this run's own writes would rewrite the whole image.
+        let in_image = |g: &Got| match (&g.from, &g.item) {
+            (From::Image, _) => true,
+            (From::Prior, Decoded::Record(e)) => held
+                .image()
+                .is_some_and(|i| i.entry_at(&g.key, &e.version).is_some()),
+            (From::Prior, Decoded::Estate(_, v)) => held
+                .image()
+                .is_some_and(|i| i.entry_at(&g.key, v).is_some()),
+            _ => false,
+        };
+        got.iter().filter(|g| !in_image(g)).count()
     } else {
         0
     };
