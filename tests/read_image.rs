@@ -598,3 +598,34 @@ async fn a_warm_read_uses_the_roots_copy_of_the_image() {
     assert!(read.stats.image_fetched);
     assert_eq!(read.stats.from_image, 1203);
 }
+
+/// A run that changes one record and reads again (as `run` does after its writes) takes every
+/// record from its own last read, and those the image holds at their version are not outside
+/// it: the image is not rewritten for one change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_after_one_change_does_not_rewrite_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: DynStore = Arc::new(LocalStore::new(dir.path().join("records")));
+    let l = layout("onechange");
+    seed(&store, &l, 120, "a").await;
+    Session::new(store.clone(), l.clone(), run())
+        .refresh()
+        .await
+        .unwrap();
+    let image = || async { store.get(&l.image_key()).await.unwrap().unwrap().version };
+    let written = image().await;
+    let session = Session::new(store.clone(), l.clone(), run());
+    session.refresh().await.unwrap();
+    session
+        .write_state(&doc(120, "b"))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    session.refresh().await.unwrap();
+    assert_eq!(
+        image().await.token,
+        written.token,
+        "one changed record rewrote the image"
+    );
+}
