@@ -262,11 +262,20 @@ async fn a_corrupt_or_foreign_image_is_ignored_with_a_warning(kind: Kind) {
     let at = damaged.len() / 2;
     damaged[at] = if damaged[at] == b'7' { b'8' } else { b'7' };
     let truncated = good.bytes[..good.bytes.len() - 40].to_vec();
+    // An image of the earlier format (v1: SHA-256, records as stored) is never read as this one.
+    let tag = b"choudoufu-live/image/v2\n";
+    assert!(good.bytes.starts_with(tag));
+    let older = [&b"choudoufu-live/image/v1\n"[..], &good.bytes[tag.len()..]].concat();
     let plain = plain_read(&f.store, &l).await;
     for (what, bytes, warning) in [
         ("foreign", foreign, "is estate \"imgc-other\"'s"),
         ("damaged", damaged, "checksum does not match"),
         ("truncated", truncated, "checksum does not match"),
+        (
+            "of format v1",
+            older,
+            "its first line is \"choudoufu-live/image/v1\"",
+        ),
         (
             "not an image",
             b"{\"resources\": []}".to_vec(),
@@ -588,4 +597,35 @@ async fn a_warm_read_uses_the_roots_copy_of_the_image() {
         .unwrap();
     assert!(read.stats.image_fetched);
     assert_eq!(read.stats.from_image, 1203);
+}
+
+/// A run that changes one record and reads again (as `run` does after its writes) takes every
+/// record from its own last read, and those the image holds at their version are not outside
+/// it: the image is not rewritten for one change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_after_one_change_does_not_rewrite_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: DynStore = Arc::new(LocalStore::new(dir.path().join("records")));
+    let l = layout("onechange");
+    seed(&store, &l, 120, "a").await;
+    Session::new(store.clone(), l.clone(), run())
+        .refresh()
+        .await
+        .unwrap();
+    let image = || async { store.get(&l.image_key()).await.unwrap().unwrap().version };
+    let written = image().await;
+    let session = Session::new(store.clone(), l.clone(), run());
+    session.refresh().await.unwrap();
+    session
+        .write_state(&doc(120, "b"))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    session.refresh().await.unwrap();
+    assert_eq!(
+        image().await.token,
+        written.token,
+        "one changed record rewrote the image"
+    );
 }

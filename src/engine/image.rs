@@ -3,18 +3,21 @@
 //! version equals the one the listing gives, and an image that is corrupt or not this
 //! estate's is ignored with a warning.
 //!
-//! Format (`choudoufu-live/image/v1`), written by [`Image::encode`]:
+//! Format (`choudoufu-live/image/v2`), written by [`Image::encode`]:
 //!
 //! ```text
-//! choudoufu-live/image/v1\n
-//! {"estate":"prod","run_id":"…","written_at":"…","entries":N,"body_sha256":"<hex>"}\n
+//! choudoufu-live/image/v2\n
+//! {"estate":"prod","run_id":"…","written_at":"…","entries":N,"body_crc32":C}\n
 //! then N entries, in key order, each:
-//! {"key":"tofu-records/prod/r/…","version":{"token":"…"},"digest":"…","bytes":LEN}\n<LEN record bytes>\n
+//! {"key":"tofu-records/prod/r/…","version":{"token":"…"},"digest":"…","rank":[1,0,"",""],"bytes":LEN}\n<LEN record bytes>\n
 //! ```
 //!
-//! `body_sha256` covers everything after the header line, so a truncated or damaged image
-//! is refused whole. Record bytes are kept exactly as stored, and `digest` is the record's
-//! content digest, so an entry used needs no second digest.
+//! `body_crc32` (CRC-32 of everything after the header line) refuses a truncated or damaged
+//! image whole. Record bytes are in final form (as `Record::encode` writes them, so each
+//! instance's text is what the served document holds and is copied there unparsed), `rank`
+//! is where a resource's instance sorts among its resource's instances, and `digest` is the
+//! record's content digest, so an entry used needs no second digest. An image of another
+//! format (v1 held SHA-256 and record bytes as stored) is ignored with a warning.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -22,17 +25,17 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::cut::{Mechanism, cut};
 use crate::engine::digest::sha256_hex;
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
+use crate::engine::state::InstanceRank;
 use crate::store::{KeyRange, RangeStart, Version};
 
 /// The format tag on an image's first line.
-pub const IMAGE_FORMAT: &str = "choudoufu-live/image/v1";
+pub const IMAGE_FORMAT: &str = "choudoufu-live/image/v2";
 /// Largest image this program reads.
 pub const MAX_IMAGE_BYTES: usize = 1024 * 1024 * 1024;
 /// Keys per listing range (the page size every kind serves).
@@ -81,7 +84,7 @@ struct Header {
     run_id: String,
     written_at: String,
     entries: usize,
-    body_sha256: String,
+    body_crc32: u32,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -89,19 +92,23 @@ struct EntryHead {
     key: String,
     version: Version,
     digest: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rank: Option<InstanceRank>,
     bytes: usize,
 }
 
 /// One record as an image holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ImageEntry<'a> {
+    /// Where a resource record's instance sorts within its resource (none for other records).
+    pub rank: Option<&'a InstanceRank>,
     /// The record's key.
     pub key: &'a str,
     /// The version the record had.
     pub version: &'a Version,
     /// The record's content digest.
     pub digest: &'a str,
-    /// The record's bytes, exactly as stored.
+    /// The record's bytes in final form (as `Record::encode` writes them).
     pub bytes: &'a [u8],
 }
 
@@ -110,6 +117,7 @@ struct Slot {
     key: String,
     version: Version,
     digest: String,
+    rank: Option<InstanceRank>,
     start: usize,
     end: usize,
 }
@@ -154,7 +162,7 @@ impl Image {
                 expected: layout.estate().to_string(),
             });
         }
-        if hex::encode(Sha256::digest(&data[body..])) != header.body_sha256 {
+        if crc32fast::hash(&data[body..]) != header.body_crc32 {
             return Err(ImageError::Checksum);
         }
         let mut slots = Vec::with_capacity(header.entries.min(1 << 20));
@@ -185,6 +193,7 @@ impl Image {
                 key: head.key,
                 version: head.version,
                 digest: head.digest,
+                rank: head.rank,
                 start,
                 end,
             });
@@ -219,6 +228,7 @@ impl Image {
                 key: e.key.to_string(),
                 version: e.version.clone(),
                 digest: e.digest.to_string(),
+                rank: e.rank.cloned(),
                 bytes: e.bytes.len(),
             };
             // An entry head has string keys only: serialising cannot fail.
@@ -232,7 +242,7 @@ impl Image {
             run_id: run_id.to_string(),
             written_at: crate::engine::program::now_rfc3339(),
             entries: entries.len(),
-            body_sha256: hex::encode(Sha256::digest(&body)),
+            body_crc32: crc32fast::hash(&body),
         };
         let mut out = Vec::with_capacity(body.len() + 256);
         out.extend_from_slice(IMAGE_FORMAT.as_bytes());
@@ -274,6 +284,7 @@ impl Image {
             key: &slot.key,
             version: &slot.version,
             digest: &slot.digest,
+            rank: slot.rank.as_ref(),
             bytes: &self.data[slot.start..slot.end],
         }
     }
@@ -524,12 +535,14 @@ mod tests {
             "run",
             [
                 ImageEntry {
+                    rank: None,
                     key: &k1,
                     version: &v1,
                     digest: "d1",
                     bytes: b"{\"one\":\n1}",
                 },
                 ImageEntry {
+                    rank: None,
                     key: &k2,
                     version: &v2,
                     digest: "d2",

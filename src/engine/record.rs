@@ -1,13 +1,17 @@
 //! Records: one resource instance object (or root output) as stored, with its writer's stamps.
 
+use std::borrow::Cow;
+use std::ops::Deref;
+
 use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use thiserror::Error;
 
 use crate::engine::digest::value_digest;
 use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
-use crate::engine::state::{Item, ResourceMeta};
+use crate::engine::state::{Instance, InstanceRank, Item, ResourceMeta};
 
 /// Format tag of a record.
 pub const RECORD_FORMAT: &str = "choudoufu-live/record/v1";
@@ -74,7 +78,7 @@ struct WireOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     resource: Option<&'a ResourceMeta>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    instance: Option<&'a Value>,
+    instance: Option<&'a Instance>,
     #[serde(skip_serializing_if = "Option::is_none")]
     output: Option<&'a Value>,
     program: &'a ProgramStamp,
@@ -91,6 +95,25 @@ struct WireIn {
     resource: Option<ResourceMeta>,
     #[serde(default)]
     instance: Option<Value>,
+    #[serde(default)]
+    output: Option<Value>,
+    program: ProgramStamp,
+    writer: Writer,
+}
+
+/// A record in final form, as an estate image holds it: the instance kept as its text.
+#[derive(Deserialize)]
+struct WireFinal<'a> {
+    #[serde(borrow)]
+    format: Cow<'a, str>,
+    #[serde(borrow)]
+    estate: Cow<'a, str>,
+    kind: RecordKind,
+    address: String,
+    #[serde(default)]
+    resource: Option<ResourceMeta>,
+    #[serde(default)]
+    instance: Option<Box<RawValue>>,
     #[serde(default)]
     output: Option<Value>,
     program: ProgramStamp,
@@ -146,7 +169,7 @@ impl Record {
     /// The instance object exactly as the state holds it, for a resource record.
     pub fn instance(&self) -> Option<&Value> {
         match &self.item {
-            Item::Resource { instance, .. } => Some(instance),
+            Item::Resource { instance, .. } => Some(instance.deref()),
             Item::Output { .. } => None,
         }
     }
@@ -217,7 +240,7 @@ impl Record {
                 Item::Resource {
                     address: wire.address,
                     meta,
-                    instance,
+                    instance: instance.into(),
                 }
             }
             (RecordKind::Output, None, None, Some(output)) if output.is_object() => Item::Output {
@@ -228,6 +251,68 @@ impl Record {
         };
         let record = Record {
             estate: wire.estate,
+            item,
+            program: wire.program,
+            writer: wire.writer,
+        };
+        let expected_key = record.key(layout);
+        if expected_key != key {
+            return Err(bad(format!(
+                "it names {:?}, whose key is {expected_key}",
+                record.address()
+            )));
+        }
+        Ok(record)
+    }
+}
+
+impl Record {
+    /// Read a record in final form (as [`Record::encode`] wrote it) from the bytes at `key`,
+    /// keeping a resource's instance as text with its `rank`, checking it belongs there.
+    pub fn decode_final(
+        key: &str,
+        bytes: &[u8],
+        layout: &Layout,
+        rank: Option<InstanceRank>,
+    ) -> Result<Record, CorruptRecord> {
+        let bad = |reason: String| CorruptRecord {
+            key: key.to_string(),
+            reason,
+        };
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(bad(format!(
+                "{} bytes is larger than any record",
+                bytes.len()
+            )));
+        }
+        let wire: WireFinal =
+            serde_json::from_slice(bytes).map_err(|e| bad(format!("not a record: {e}")))?;
+        if wire.format != RECORD_FORMAT {
+            return Err(bad(format!("unknown record format {:?}", wire.format)));
+        }
+        if wire.estate != layout.estate().as_str() {
+            return Err(bad(format!(
+                "it claims estate {:?}, but lies under estate {:?}",
+                wire.estate,
+                layout.estate().as_str()
+            )));
+        }
+        let item = match (wire.kind, wire.resource, wire.instance, wire.output) {
+            (RecordKind::Resource, Some(meta), Some(text), None) => Item::Resource {
+                address: wire.address,
+                meta,
+                instance: rank
+                    .and_then(|rank| Instance::from_final(text, rank))
+                    .ok_or_else(|| bad("its instance is not an object with a rank".into()))?,
+            },
+            (RecordKind::Output, None, None, Some(output)) if output.is_object() => Item::Output {
+                name: wire.address,
+                output,
+            },
+            _ => return Err(bad("its fields do not match its kind".into())),
+        };
+        let record = Record {
+            estate: wire.estate.into_owned(),
             item,
             program: wire.program,
             writer: wire.writer,

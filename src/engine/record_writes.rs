@@ -151,7 +151,7 @@ fn build(
                 Item::Resource {
                     address: w.address.clone(),
                     meta,
-                    instance,
+                    instance: instance.into(),
                 }
             } else {
                 let output = content

@@ -2,8 +2,11 @@
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use thiserror::Error;
 
@@ -103,7 +106,7 @@ pub enum Item {
         /// Its resource.
         meta: ResourceMeta,
         /// The instance object as the state holds it.
-        instance: Value,
+        instance: Instance,
     },
     /// One root output.
     Output {
@@ -237,7 +240,7 @@ pub fn parse(bytes: &[u8]) -> Result<SplitState, StateError> {
             items.push(Item::Resource {
                 address,
                 meta: meta.clone(),
-                instance,
+                instance: instance.into(),
             });
         }
     }
@@ -257,15 +260,96 @@ pub fn parse(bytes: &[u8]) -> Result<SplitState, StateError> {
     })
 }
 
-/// Terraform's order of instances within a resource: no key, then numbers, then strings; then deposed.
-pub fn instance_order(a: &Value, b: &Value) -> Ordering {
-    let rank = |v: &Value| match instance_keys(v) {
+/// Where an instance sorts within its resource: no key, then numbers, then strings; then deposed.
+pub type InstanceRank = (u8, i64, String, String);
+
+fn rank_of(v: &Value) -> InstanceRank {
+    match instance_keys(v) {
         Ok((IndexKey::None, d)) => (0, 0, String::new(), d.unwrap_or_default()),
         Ok((IndexKey::Int(i), d)) => (1, i, String::new(), d.unwrap_or_default()),
         Ok((IndexKey::Str(s), d)) => (2, 0, s, d.unwrap_or_default()),
         Err(_) => (3, 0, String::new(), String::new()),
-    };
-    rank(a).cmp(&rank(b))
+    }
+}
+
+/// Terraform's order of instances within a resource: no key, then numbers, then strings; then deposed.
+pub fn instance_order(a: &Instance, b: &Instance) -> Ordering {
+    match (&a.raw, &b.raw) {
+        (Some(x), Some(y)) => x.1.cmp(&y.1),
+        _ => a.rank().cmp(&b.rank()),
+    }
+}
+
+/// A resource instance object: a parsed value, or the compact JSON text an estate image holds
+/// in final form (exactly what serialising its value writes), parsed only when looked into.
+#[derive(Clone, Debug, Default)]
+pub struct Instance {
+    value: OnceLock<Value>,
+    raw: Option<Arc<(Box<RawValue>, InstanceRank)>>,
+}
+
+impl Instance {
+    /// An instance kept as `text`, a JSON object in final form, with its rank; none when `text` is no object.
+    pub fn from_final(text: Box<RawValue>, rank: InstanceRank) -> Option<Instance> {
+        text.get().starts_with('{').then(|| Instance {
+            value: OnceLock::new(),
+            raw: Some(Arc::new((text, rank))),
+        })
+    }
+
+    /// Where it sorts within its resource.
+    pub fn rank(&self) -> InstanceRank {
+        match (&self.raw, self.value.get()) {
+            (Some(raw), None) => raw.1.clone(),
+            _ => rank_of(self),
+        }
+    }
+
+    /// Whether it is a JSON object (as every instance must be).
+    pub fn is_object(&self) -> bool {
+        match (&self.raw, self.value.get()) {
+            (Some(_), None) => true,
+            _ => self.deref().is_object(),
+        }
+    }
+}
+
+impl From<Value> for Instance {
+    fn from(value: Value) -> Self {
+        Instance {
+            value: OnceLock::from(value),
+            raw: None,
+        }
+    }
+}
+
+impl Deref for Instance {
+    type Target = Value;
+
+    fn deref(&self) -> &Value {
+        self.value.get_or_init(|| {
+            // The text was read as JSON when it was kept: parsing it again cannot fail.
+            self.raw
+                .as_ref()
+                .and_then(|r| serde_json::from_str(r.0.get()).ok())
+                .unwrap_or(Value::Null)
+        })
+    }
+}
+
+impl PartialEq for Instance {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Serialize for Instance {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match (&self.raw, self.value.get()) {
+            (Some(raw), None) => raw.0.serialize(serializer),
+            _ => self.deref().serialize(serializer),
+        }
+    }
 }
 
 /// The header fields of an assembled document.
@@ -282,7 +366,7 @@ pub struct Header {
 /// Assemble items into a state v4 document, deterministically and in terraform's resource order.
 pub fn assemble<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) -> Value {
     type ResKey = (String, String, String, String);
-    let mut resources: BTreeMap<ResKey, (&ResourceMeta, Vec<&Value>)> = BTreeMap::new();
+    let mut resources: BTreeMap<ResKey, (&ResourceMeta, Vec<&Instance>)> = BTreeMap::new();
     let mut outputs = Map::new();
     for item in items {
         match item {
@@ -321,7 +405,7 @@ pub fn assemble<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) 
             r.insert("provider".into(), json!(meta.provider));
             r.insert(
                 "instances".into(),
-                Value::Array(instances.into_iter().cloned().collect()),
+                Value::Array(instances.into_iter().map(|i| (**i).clone()).collect()),
             );
             Value::Object(r)
         })

@@ -11,7 +11,9 @@ use sha2::{Digest, Sha256};
 
 use super::{Session, Snapshot};
 use crate::engine::layout::Layout;
-use crate::engine::state::{Header, Item, ResourceMeta, compare_versions, instance_order};
+use crate::engine::state::{
+    Header, Instance, Item, ResourceMeta, compare_versions, instance_order,
+};
 
 /// The terraform version an assembled state names when no record says.
 pub const FALLBACK_TERRAFORM_VERSION: &str = "1.0.0";
@@ -114,15 +116,16 @@ struct Resource<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     each: Option<&'a str>,
     provider: &'a str,
-    instances: Vec<&'a Value>,
+    instances: Vec<&'a Instance>,
 }
 
 /// Assemble items into the bytes of a state v4 document (compact JSON, one newline at the end).
 pub fn document<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) -> Vec<u8> {
     type ResKey<'a> = (&'a str, &'a str, &'a str, &'a str);
-    let mut resources: BTreeMap<ResKey<'a>, (&'a ResourceMeta, Vec<&'a Value>)> = BTreeMap::new();
+    // Sorted, not mapped: items come in record key order, nearly terraform's, so the sort is
+    // about one pass, where a map searches its tree for each of thousands of resources.
+    let mut instances: Vec<(ResKey<'a>, &'a ResourceMeta, &'a Instance)> = Vec::new();
     let mut outputs = BTreeMap::new();
-    let mut count = 0;
     for item in items {
         match item {
             Item::Resource { meta, instance, .. } => {
@@ -132,35 +135,40 @@ pub fn document<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) 
                     meta.type_name.as_str(),
                     meta.name.as_str(),
                 );
-                resources
-                    .entry(key)
-                    .or_insert((meta, Vec::new()))
-                    .1
-                    .push(instance);
-                count += 1;
+                instances.push((key, meta, instance));
             }
             Item::Output { name, output } => {
                 outputs.insert(name.as_str(), output);
             }
         }
     }
-    let resources = resources
-        .into_values()
-        .map(|(meta, mut instances)| {
-            if instances.len() > 1 {
-                instances.sort_by(|a, b| instance_order(a, b));
+    let count = instances.len();
+    // Stable: a resource's instances keep their order until they are ranked below.
+    instances.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut resources: Vec<Resource<'a>> = Vec::new();
+    let mut last: Option<ResKey<'a>> = None;
+    for (key, meta, instance) in instances {
+        match resources.last_mut() {
+            Some(r) if last == Some(key) => r.instances.push(instance),
+            _ => {
+                resources.push(Resource {
+                    module: meta.module.as_deref(),
+                    mode: &meta.mode,
+                    type_name: &meta.type_name,
+                    name: &meta.name,
+                    each: meta.each.as_deref(),
+                    provider: &meta.provider,
+                    instances: vec![instance],
+                });
+                last = Some(key);
             }
-            Resource {
-                module: meta.module.as_deref(),
-                mode: &meta.mode,
-                type_name: &meta.type_name,
-                name: &meta.name,
-                each: meta.each.as_deref(),
-                provider: &meta.provider,
-                instances,
-            }
-        })
-        .collect();
+        }
+    }
+    for r in &mut resources {
+        if r.instances.len() > 1 {
+            r.instances.sort_by(|a, b| instance_order(a, b));
+        }
+    }
     let doc = Document {
         version: 4,
         terraform_version: &header.terraform_version,
@@ -203,5 +211,61 @@ mod tests {
         reversed.reverse();
         let ours: Value = serde_json::from_slice(&document(&header, &reversed)).unwrap();
         assert_eq!(ours, state::assemble(&header, &split.items));
+    }
+
+    #[test]
+    fn instances_kept_as_text_assemble_to_the_same_bytes() {
+        use crate::engine::layout::EstateName;
+        use crate::engine::program::ProgramStamp;
+        use crate::engine::record::{Record, Writer};
+        let doc = r#"{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"l",
+          "outputs":{"o":{"value":"x\u00e9\n","type":"string"}},
+          "resources":[
+            {"mode":"managed","type":"t","name":"c","each":"list","provider":"p",
+             "instances":[{"index_key":10,"attributes":{"z":1.50,"a":"q\"\\\u0001 é ${x}"}},{"index_key":2,"deposed":"00aa","attributes":{}},{"index_key":2,"attributes":{"n":[1e400,-0.0,null,true]}}]},
+            {"mode":"data","type":"t","name":"d","provider":"p","instances":[{"attributes":{"k":{"b":1,"a":2}}}]}
+          ]}"#;
+        let layout = Layout::new(EstateName::parse("e").unwrap());
+        let split = state::parse(doc.as_bytes()).unwrap();
+        let header = Header {
+            lineage: "l".into(),
+            serial: 9,
+            terraform_version: "1.2.3".into(),
+        };
+        let records: Vec<Record> = split
+            .items
+            .iter()
+            .map(|item| Record {
+                estate: "e".into(),
+                item: item.clone(),
+                program: ProgramStamp::default(),
+                writer: Writer {
+                    run_id: "r".into(),
+                    written_at: "t".into(),
+                    terraform_version: None,
+                    restored_from: None,
+                },
+            })
+            .collect();
+        let kept: Vec<Record> = records
+            .iter()
+            .rev()
+            .map(|r| {
+                let rank = match &r.item {
+                    Item::Resource { instance, .. } => Some(instance.rank()),
+                    Item::Output { .. } => None,
+                };
+                Record::decode_final(&r.key(&layout), &r.encode(), &layout, rank).unwrap()
+            })
+            .collect();
+        let parsed = document(&header, records.iter().map(|r| &r.item));
+        let text = document(&header, kept.iter().map(|r| &r.item));
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            String::from_utf8(parsed).unwrap()
+        );
+        assert_eq!(kept.iter().rev().cloned().collect::<Vec<_>>(), records);
+        let bad = records[0].encode();
+        assert!(Record::decode_final(&records[0].key(&layout), &bad, &layout, None).is_err());
     }
 }

@@ -18,6 +18,7 @@ use crate::engine::image::{
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
 use crate::engine::record::{EstateMeta, Record};
+use crate::engine::state::{InstanceRank, Item};
 use crate::store::{self, DynStore, Listed, Precondition, Version, WriteOutcome};
 
 /// Read every record of an estate through its stored image, `parallel` store calls at a time.
@@ -203,29 +204,39 @@ async fn list_cold(
     Ok((image, listed))
 }
 
-/// Decode one record's bytes; `digest` when the image already holds it.
+/// Decode one record's bytes as fetched (or cached), computing its content digest.
 fn decode(
     layout: &Layout,
     key: &str,
     kind: &KeyKind,
     version: Version,
     bytes: &[u8],
-    digest: Option<&str>,
 ) -> Result<Decoded, SessionError> {
     Ok(match kind {
         KeyKind::Estate => Decoded::Estate(EstateMeta::decode(key, bytes, layout)?, version),
         _ => {
             let record = Record::decode(key, bytes, layout)?;
-            let digest = match digest {
-                Some(d) => d.to_string(),
-                None => record.content_digest(),
-            };
             Decoded::Record(BaseEntry {
                 version,
-                digest,
+                digest: record.content_digest(),
                 record,
             })
         }
+    })
+}
+
+/// Decode one image entry (its record in final form, its digest as the image holds it).
+fn decode_entry(layout: &Layout, kind: &KeyKind, e: ImageEntry) -> Result<Decoded, SessionError> {
+    Ok(match kind {
+        KeyKind::Estate => Decoded::Estate(
+            EstateMeta::decode(e.key, e.bytes, layout)?,
+            e.version.clone(),
+        ),
+        _ => Decoded::Record(BaseEntry {
+            record: Record::decode_final(e.key, e.bytes, layout, e.rank.cloned())?,
+            version: e.version.clone(),
+            digest: e.digest.to_string(),
+        }),
     })
 }
 
@@ -379,7 +390,7 @@ pub async fn read_estate(
     let mut to_fetch = Vec::new();
     for (key, kind, version) in rest {
         if let Some(hit) = sources.cache.and_then(|c| c.get(&key, &version)) {
-            let item = decode(layout, &key, &kind, hit.version, &hit.bytes, None)?;
+            let item = decode(layout, &key, &kind, hit.version, &hit.bytes)?;
             stats.from_cache += 1;
             got.push(Got {
                 key,
@@ -408,7 +419,7 @@ pub async fn read_estate(
         if let Some(c) = sources.cache {
             c.put(&key, &stored.version, &stored.bytes);
         }
-        let item = decode(layout, &key, &kind, stored.version, &stored.bytes, None)?;
+        let item = decode(layout, &key, &kind, stored.version, &stored.bytes)?;
         stats.fetched += 1;
         got.push(Got {
             key,
@@ -427,7 +438,19 @@ pub async fn read_estate(
     let outside = if stored_image.is_none() || stored_unusable {
         got.len()
     } else if held_is_stored(&held) {
-        got.len() - stats.from_image
+        // A record this run's last read gave is outside only if the image lacks it at that
+        // version: else a read after this run's own writes would rewrite the whole image.
+        let in_image = |g: &Got| match (&g.from, &g.item) {
+            (From::Image, _) => true,
+            (From::Prior, Decoded::Record(e)) => held
+                .image()
+                .is_some_and(|i| i.entry_at(&g.key, &e.version).is_some()),
+            (From::Prior, Decoded::Estate(_, v)) => held
+                .image()
+                .is_some_and(|i| i.entry_at(&g.key, v).is_some()),
+            _ => false,
+        };
+        got.iter().filter(|g| !in_image(g)).count()
     } else {
         0
     };
@@ -484,14 +507,7 @@ fn decode_entries(
     wanted: &[Wanted],
 ) -> Vec<Result<Decoded, SessionError>> {
     let one = |w: &Wanted| match image.entry_at(&w.0, &w.2) {
-        Some(e) => decode(
-            layout,
-            e.key,
-            &w.1,
-            e.version.clone(),
-            e.bytes,
-            Some(e.digest),
-        ),
+        Some(e) => decode_entry(layout, &w.1, e),
         None => Err(unreadable(
             &w.0,
             "the image holds no entry at the listed version",
@@ -585,32 +601,49 @@ pub fn snapshot_of_image(layout: &Layout, image: &Image) -> Result<Snapshot, Ses
 
 /// The bytes of a new image of every record read.
 fn image_of(layout: &Layout, run_id: &str, got: &[Got], image: Option<&Image>) -> Vec<u8> {
+    // Records in final form: an image entry as it is, any other record encoded again (what
+    // the store holds was written so, but the image promises it).
     let encoded: Vec<Option<Vec<u8>>> = got
         .iter()
         .map(|g| match (&g.from, &g.item) {
             (From::Prior, Decoded::Estate(meta, _)) => Some(meta.encode()),
-            (From::Prior, Decoded::Record(entry)) => Some(entry.record.encode()),
-            _ => None,
+            (From::Image, _) | (_, Decoded::Estate(..)) => None,
+            (_, Decoded::Record(entry)) => Some(entry.record.encode()),
         })
         .collect();
-    let entries = got.iter().zip(&encoded).filter_map(|(g, enc)| {
-        let (version, digest) = match &g.item {
-            Decoded::Estate(_, v) => (v, ""),
-            Decoded::Record(e) => (&e.version, e.digest.as_str()),
-        };
-        let bytes: &[u8] = match (&g.from, enc) {
-            (_, Some(b)) => b,
-            (From::Cache(b) | From::Store(b), None) => b,
-            (From::Image, None) => image?.entry_at(&g.key, version)?.bytes,
-            (From::Prior, None) => return None,
-        };
-        Some(ImageEntry {
-            key: &g.key,
-            version,
-            digest,
-            bytes,
+    let ranks: Vec<Option<InstanceRank>> = got
+        .iter()
+        .map(|g| match &g.item {
+            Decoded::Record(e) => match &e.record.item {
+                Item::Resource { instance, .. } => Some(instance.rank()),
+                Item::Output { .. } => None,
+            },
+            Decoded::Estate(..) => None,
         })
-    });
+        .collect();
+    let entries = got
+        .iter()
+        .zip(&encoded)
+        .zip(&ranks)
+        .filter_map(|((g, enc), rank)| {
+            let (version, digest) = match &g.item {
+                Decoded::Estate(_, v) => (v, ""),
+                Decoded::Record(e) => (&e.version, e.digest.as_str()),
+            };
+            let bytes: &[u8] = match (&g.from, enc) {
+                (_, Some(b)) => b,
+                (From::Cache(b) | From::Store(b), None) => b,
+                (From::Image, None) => image?.entry_at(&g.key, version)?.bytes,
+                (From::Prior, None) => return None,
+            };
+            Some(ImageEntry {
+                rank: rank.as_ref(),
+                key: &g.key,
+                version,
+                digest,
+                bytes,
+            })
+        });
     Image::encode(layout, run_id, entries)
 }
 
