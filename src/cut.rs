@@ -77,6 +77,8 @@ pub enum Mechanism {
     RequestValidation,
     /// Using an estate image's entry only at the version the listing gives.
     ImageVersion,
+    /// Counting a record of the run's own last read as in the image when the image holds it at that version.
+    ImagePrior,
     /// `run` writing, after terraform exits, the state whose write failed for a store error.
     Flush,
     /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
@@ -115,6 +117,7 @@ impl Mechanism {
         Mechanism::Claims,
         Mechanism::EncryptedState,
         Mechanism::ImageVersion,
+        Mechanism::ImagePrior,
         Mechanism::LineageCheck,
         Mechanism::MigrateOut,
         Mechanism::OutputReconcile,
@@ -165,6 +168,7 @@ impl Mechanism {
             Mechanism::StoredBackend => "stored-backend",
             Mechanism::RequestValidation => "request-validation",
             Mechanism::ImageVersion => "image-version",
+            Mechanism::ImagePrior => "image-prior",
             Mechanism::Flush => "flush",
             Mechanism::FlushBase => "flush-base",
             Mechanism::RecoveryFile => "recovery-file",

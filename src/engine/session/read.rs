@@ -11,6 +11,7 @@ use std::sync::Arc;
 use futures::{StreamExt, stream};
 
 use super::{BaseEntry, Session, SessionError, Snapshot};
+use crate::cut::{Mechanism, cut};
 use crate::engine::image::{
     Held, Image, ImageEntry, RANGE_KEYS, RangePlan, load_local, plan_ranges, plan_resources_after,
     refresh_bound, save_local,
@@ -442,6 +443,7 @@ pub async fn read_estate(
         // version: else a read after this run's own writes would rewrite the whole image.
         let in_image = |g: &Got| match (&g.from, &g.item) {
             (From::Image, _) => true,
+            (From::Prior, _) if cut(Mechanism::ImagePrior) => false,
             (From::Prior, Decoded::Record(e)) => held
                 .image()
                 .is_some_and(|i| i.entry_at(&g.key, &e.version).is_some()),
