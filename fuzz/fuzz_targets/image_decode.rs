@@ -9,8 +9,12 @@ use choudoufu_live::engine::session::{document, header_of, snapshot_of_image};
 use libfuzzer_sys::fuzz_target;
 
 fn assemble(layout: &Layout, bytes: Vec<u8>) {
-    let Ok(image) = Image::decode(layout, bytes) else { return };
-    let Ok(snapshot) = snapshot_of_image(layout, &image) else { return };
+    let Ok(image) = Image::decode(layout, bytes) else {
+        return;
+    };
+    let Ok(snapshot) = snapshot_of_image(layout, &image) else {
+        return;
+    };
     let header = header_of(layout, &snapshot, None);
     let doc = document(&header, snapshot.records.values().map(|e| &e.record.item));
     if let Err(e) = serde_json::from_slice::<serde_json::Value>(&doc) {
@@ -19,10 +23,14 @@ fn assemble(layout: &Layout, bytes: Vec<u8>) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(estate) = EstateName::parse("fuzz") else { return };
+    let Ok(estate) = EstateName::parse("fuzz") else {
+        return;
+    };
     let layout = Layout::new(estate);
     assemble(&layout, data.to_vec());
-    let Some((&entries, body)) = data.split_first() else { return };
+    let Some((&entries, body)) = data.split_first() else {
+        return;
+    };
     let mut framed = format!(
         "{IMAGE_FORMAT}\n{{\"estate\":\"fuzz\",\"run_id\":\"f\",\"written_at\":\"2026-01-01T00:00:00Z\",\"entries\":{entries},\"body_crc32\":{}}}\n",
         crc32fast::hash(body)
