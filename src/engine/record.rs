@@ -217,24 +217,10 @@ impl Record {
             key: key.to_string(),
             reason,
         };
-        if bytes.len() > MAX_RECORD_BYTES {
-            return Err(bad(format!(
-                "{} bytes is larger than any record",
-                bytes.len()
-            )));
-        }
+        within_size(key, bytes)?;
         let wire: WireIn =
             serde_json::from_slice(bytes).map_err(|e| bad(format!("not a record: {e}")))?;
-        if wire.format != RECORD_FORMAT {
-            return Err(bad(format!("unknown record format {:?}", wire.format)));
-        }
-        if wire.estate != layout.estate().as_str() {
-            return Err(bad(format!(
-                "it claims estate {:?}, but lies under estate {:?}",
-                wire.estate,
-                layout.estate().as_str()
-            )));
-        }
+        check_origin(key, &wire.format, &wire.estate, layout)?;
         let item = match (wire.kind, wire.resource, wire.instance, wire.output) {
             (RecordKind::Resource, Some(meta), Some(instance), None) if instance.is_object() => {
                 Item::Resource {
@@ -255,18 +241,57 @@ impl Record {
             program: wire.program,
             writer: wire.writer,
         };
-        let expected_key = record.key(layout);
-        if expected_key != key {
-            return Err(bad(format!(
-                "it names {:?}, whose key is {expected_key}",
-                record.address()
-            )));
-        }
-        Ok(record)
+        record.placed_at(key, layout)
     }
 }
 
+/// Refuse bytes larger than any record, before they are parsed.
+fn within_size(key: &str, bytes: &[u8]) -> Result<(), CorruptRecord> {
+    if bytes.len() > MAX_RECORD_BYTES {
+        return Err(CorruptRecord {
+            key: key.to_string(),
+            reason: format!("{} bytes is larger than any record", bytes.len()),
+        });
+    }
+    Ok(())
+}
+
+/// Refuse a record of another format, or one claiming another estate than the one it lies under.
+fn check_origin(
+    key: &str,
+    format: &str,
+    estate: &str,
+    layout: &Layout,
+) -> Result<(), CorruptRecord> {
+    let reason = if format != RECORD_FORMAT {
+        format!("unknown record format {format:?}")
+    } else if estate != layout.estate().as_str() {
+        format!(
+            "it claims estate {estate:?}, but lies under estate {:?}",
+            layout.estate().as_str()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(CorruptRecord {
+        key: key.to_string(),
+        reason,
+    })
+}
+
 impl Record {
+    /// The record, if `key` is the key it belongs at.
+    fn placed_at(self, key: &str, layout: &Layout) -> Result<Record, CorruptRecord> {
+        let expected_key = self.key(layout);
+        if expected_key != key {
+            return Err(CorruptRecord {
+                key: key.to_string(),
+                reason: format!("it names {:?}, whose key is {expected_key}", self.address()),
+            });
+        }
+        Ok(self)
+    }
+
     /// Read a record in final form (as [`Record::encode`] wrote it) from the bytes at `key`,
     /// keeping a resource's instance as text with its `rank`, checking it belongs there.
     pub fn decode_final(
@@ -279,24 +304,10 @@ impl Record {
             key: key.to_string(),
             reason,
         };
-        if bytes.len() > MAX_RECORD_BYTES {
-            return Err(bad(format!(
-                "{} bytes is larger than any record",
-                bytes.len()
-            )));
-        }
+        within_size(key, bytes)?;
         let wire: WireFinal =
             serde_json::from_slice(bytes).map_err(|e| bad(format!("not a record: {e}")))?;
-        if wire.format != RECORD_FORMAT {
-            return Err(bad(format!("unknown record format {:?}", wire.format)));
-        }
-        if wire.estate != layout.estate().as_str() {
-            return Err(bad(format!(
-                "it claims estate {:?}, but lies under estate {:?}",
-                wire.estate,
-                layout.estate().as_str()
-            )));
-        }
+        check_origin(key, &wire.format, &wire.estate, layout)?;
         let item = match (wire.kind, wire.resource, wire.instance, wire.output) {
             (RecordKind::Resource, Some(meta), Some(text), None) => Item::Resource {
                 address: wire.address,
@@ -317,14 +328,7 @@ impl Record {
             program: wire.program,
             writer: wire.writer,
         };
-        let expected_key = record.key(layout);
-        if expected_key != key {
-            return Err(bad(format!(
-                "it names {:?}, whose key is {expected_key}",
-                record.address()
-            )));
-        }
-        Ok(record)
+        record.placed_at(key, layout)
     }
 }
 
