@@ -184,16 +184,7 @@ impl RecordStore for Traced {
             .list_page(prefix, token)
             .instrument(span.clone())
             .await;
-        let outcome = match &result {
-            Ok(page) => {
-                span.record("records", page.items.len());
-                "read"
-            }
-            Err(_) => "error",
-        };
-        let ms = finish(&span, outcome, started);
-        telemetry::metrics().store_call(self.kind().as_str(), "list", outcome, ms);
-        result
+        listed(self.kind(), &span, started, result)
     }
 
     fn range_start(&self) -> RangeStart {
@@ -220,16 +211,7 @@ impl RecordStore for Traced {
             .list_range_page(prefix, range, limit, token)
             .instrument(span.clone())
             .await;
-        let outcome = match &result {
-            Ok(page) => {
-                span.record("records", page.items.len());
-                "read"
-            }
-            Err(_) => "error",
-        };
-        let ms = finish(&span, outcome, started);
-        telemetry::metrics().store_call(self.kind().as_str(), "list", outcome, ms);
-        result
+        listed(self.kind(), &span, started, result)
     }
 
     async fn put(
@@ -320,6 +302,25 @@ impl RecordStore for Traced {
         telemetry::metrics().store_call(self.kind().as_str(), "get_version", outcome, ms);
         result
     }
+}
+
+/// End a listing's span with its outcome and record count, and count it as a `list` call.
+fn listed(
+    kind: StoreKind,
+    span: &tracing::Span,
+    started: Instant,
+    result: Result<Page, StoreError>,
+) -> Result<Page, StoreError> {
+    let outcome = match &result {
+        Ok(page) => {
+            span.record("records", page.items.len());
+            "read"
+        }
+        Err(_) => "error",
+    };
+    let ms = finish(span, outcome, started);
+    telemetry::metrics().store_call(kind.as_str(), "list", outcome, ms);
+    result
 }
 
 #[cfg(test)]

@@ -298,6 +298,30 @@ impl S3Store {
     }
 }
 
+impl S3Store {
+    /// A GetObject answer as stored bytes with their version (ETag and version id); `op` names the call.
+    pub(crate) async fn stored(
+        &self,
+        op: &'static str,
+        key: &str,
+        out: aws_sdk_s3::operation::get_object::GetObjectOutput,
+    ) -> Result<Stored, StoreError> {
+        let token = out.e_tag.clone().unwrap_or_default();
+        let version_id = out.version_id.clone();
+        let bytes = out
+            .body
+            .collect()
+            .await
+            .map_err(|e| StoreError::new(self.describe(), op, key, e))?
+            .into_bytes()
+            .to_vec();
+        Ok(Stored {
+            bytes,
+            version: Version { token, version_id },
+        })
+    }
+}
+
 /// Why an SDK call failed, when its kind says more than its cause chain: no answer, or the credentials refused.
 pub(crate) fn sdk_reason<E: ProvideErrorMetadata>(err: &SdkError<E>) -> Option<Reason> {
     match err {
@@ -353,19 +377,7 @@ impl RecordStore for S3Store {
             Err(e) if status(&e) == Some(404) => return Ok(None),
             Err(e) => return Err(self.fail("get", key, e)),
         };
-        let token = out.e_tag.clone().unwrap_or_default();
-        let version_id = out.version_id.clone();
-        let bytes = out
-            .body
-            .collect()
-            .await
-            .map_err(|e| StoreError::new(self.describe(), "get", key, e))?
-            .into_bytes()
-            .to_vec();
-        Ok(Some(Stored {
-            bytes,
-            version: Version { token, version_id },
-        }))
+        self.stored("get", key, out).await.map(Some)
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {

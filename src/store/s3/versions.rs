@@ -9,7 +9,7 @@ use super::{S3Store, status};
 use crate::store::versions::{
     History, ObjectVersion, VersionKind, VersionListing, sort_newest_first,
 };
-use crate::store::{RecordStore, StoreError, Stored, Version};
+use crate::store::{RecordStore, StoreError, Stored};
 
 /// S3's version id of an object written while bucket versioning was never on.
 const NULL_VERSION: &str = "null";
@@ -121,17 +121,5 @@ pub(super) async fn get(
         Err(e) if matches!(status(&e), Some(404 | 405 | 400)) => return Ok(None),
         Err(e) => return Err(store.fail("get_version", key, e)),
     };
-    let token = out.e_tag.clone().unwrap_or_default();
-    let version_id = out.version_id.clone();
-    let bytes = out
-        .body
-        .collect()
-        .await
-        .map_err(|e| StoreError::new(store.describe(), "get_version", key, e))?
-        .into_bytes()
-        .to_vec();
-    Ok(Some(Stored {
-        bytes,
-        version: Version { token, version_id },
-    }))
+    store.stored("get_version", key, out).await.map(Some)
 }
