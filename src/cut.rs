@@ -31,6 +31,8 @@ pub enum Mechanism {
     NoLock,
     /// Judging a run gone by its heartbeat, so its marks are taken over.
     Takeover,
+    /// A mark showing its run alive before the run's first heartbeat writes its run record.
+    MarkWindow,
     /// Refusing a change whose dependency is in flight in another live run.
     PendingMarks,
     /// Pinning a saved plan's base for its apply.
@@ -103,6 +105,7 @@ impl Mechanism {
         Mechanism::EstateLock,
         Mechanism::NoLock,
         Mechanism::Takeover,
+        Mechanism::MarkWindow,
         Mechanism::PendingMarks,
         Mechanism::Pin,
         Mechanism::StampCheck,
@@ -145,6 +148,7 @@ impl Mechanism {
             Mechanism::EstateLock => "estate-lock",
             Mechanism::NoLock => "no-lock",
             Mechanism::Takeover => "takeover",
+            Mechanism::MarkWindow => "mark-window",
             Mechanism::PendingMarks => "pending-marks",
             Mechanism::Pin => "pin",
             Mechanism::StampCheck => "stamp-check",

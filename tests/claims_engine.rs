@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use choudoufu_live::engine::layout::{EstateName, Layout};
-use choudoufu_live::engine::pending::{self, Claims, Liveness, Wanted};
+use choudoufu_live::engine::pending::{self, ClaimRefused, Claims, Liveness, Wanted};
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::{RunInfo, Session};
 use common::state::doc;
@@ -35,8 +35,6 @@ async fn live(f: &Fixture, layout: &Layout, run: &str) -> Arc<Liveness> {
         ProgramStamp::default(),
         Duration::from_secs(60),
     )
-    .await
-    .unwrap()
 }
 
 /// Eight runs each claim a shared change and one of their own at once: exactly one gets both, the others hold nothing.
@@ -55,15 +53,14 @@ async fn claims_are_all_or_nothing(kind: Kind) {
             let store = f.peer().await;
             let layout = layout.clone();
             let barrier = barrier.clone();
+            let run = lives[i].clone();
             let wanted = vec![
                 want(&shared, &[]),
                 want(&format!("terraform_data.own{round}_{i}"), &[]),
             ];
             tasks.push(tokio::spawn(async move {
                 barrier.wait().await;
-                Claims::claim(&store, &layout, &format!("run-{i}"), &wanted)
-                    .await
-                    .unwrap()
+                Claims::claim(&store, &layout, &run, &wanted).await.unwrap()
             }));
         }
         let mut held = Vec::new();
@@ -113,8 +110,8 @@ async fn claims_are_all_or_nothing(kind: Kind) {
 async fn related_claims_never_both_land(kind: Kind) {
     let f = Fixture::new(kind, "deprace").await;
     let layout = Layout::new(EstateName::parse("deps").unwrap());
-    let _x = live(&f, &layout, "run-x").await;
-    let _y = live(&f, &layout, "run-y").await;
+    let run_x = live(&f, &layout, "run-x").await;
+    let run_y = live(&f, &layout, "run-y").await;
     for round in 0..ROUNDS {
         let (x, y) = (
             format!("terraform_data.x{round}"),
@@ -122,18 +119,18 @@ async fn related_claims_never_both_land(kind: Kind) {
         );
         let barrier = Arc::new(Barrier::new(2));
         let claim =
-            |store: choudoufu_live::store::DynStore, run: &'static str, wanted: Vec<Wanted>| {
+            |store: choudoufu_live::store::DynStore, run: Arc<Liveness>, wanted: Vec<Wanted>| {
                 let barrier = barrier.clone();
                 let layout = layout.clone();
                 async move {
                     barrier.wait().await;
-                    Claims::claim(&store, &layout, run, &wanted).await.unwrap()
+                    Claims::claim(&store, &layout, &run, &wanted).await.unwrap()
                 }
             };
         let (sx, sy) = (f.peer().await, f.peer().await);
         let (rx, ry) = tokio::join!(
-            claim(sx, "run-x", vec![want(&x, &[])]),
-            claim(sy, "run-y", vec![want(&y, &[x.as_str()])]),
+            claim(sx, run_x.clone(), vec![want(&x, &[])]),
+            claim(sy, run_y.clone(), vec![want(&y, &[x.as_str()])]),
         );
         assert!(
             !(rx.is_ok() && ry.is_ok()),
@@ -160,18 +157,28 @@ async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
         .await
         .unwrap();
     // Run R holds db.
-    let _r = live(&f, &layout, "r").await;
-    let r_claims = Claims::claim(&f.store, &layout, "r", &[want("terraform_data.db", &[])])
+    let live_r = live(&f, &layout, "r").await;
+    let r_claims = Claims::claim(
+        &f.store,
+        &layout,
+        &live_r,
+        &[want("terraform_data.db", &[])],
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    // Run S changes dns only, and its document rewrites db too (as a refresh would).
+    let live_s = live(&f, &layout, "s").await;
+    let s_claims = Arc::new(
+        Claims::claim(
+            &f.store,
+            &layout,
+            &live_s,
+            &[want("terraform_data.dns", &[])],
+        )
         .await
         .unwrap()
-        .unwrap();
-    // Run S changes dns only, and its document rewrites db too (as a refresh would).
-    let _s = live(&f, &layout, "s").await;
-    let s_claims = Arc::new(
-        Claims::claim(&f.store, &layout, "s", &[want("terraform_data.dns", &[])])
-            .await
-            .unwrap()
-            .unwrap(),
+        .unwrap(),
     );
     let s = Session::open(f.peer().await, layout.clone(), run("s"))
         .await
@@ -210,6 +217,72 @@ async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
     r_claims.release().await.unwrap();
 }
 
+/// Before its first heartbeat a run has no run record and its marks alone keep its claims:
+/// another run is refused, naming it; a run that ends within one interval leaves no run record.
+async fn a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat(kind: Kind) {
+    let f = Fixture::new(kind, "markwindow").await;
+    let layout = Layout::new(EstateName::parse("window").unwrap());
+    // A 60 s heartbeat: no beat falls within this test.
+    let (r, s) = (live(&f, &layout, "r").await, live(&f, &layout, "s").await);
+    let db = [want("terraform_data.db", &[])];
+    let claims = Claims::claim(&f.store, &layout, &r, &db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        f.store.get(&layout.run_key("r")).await.unwrap().is_none(),
+        "no run record before the first heartbeat"
+    );
+    match Claims::claim(&f.store, &layout, &s, &db).await.unwrap() {
+        Err(ClaimRefused::Change(e)) => {
+            assert_eq!(e.held.len(), 1);
+            assert_eq!(e.held[0].holder.run_id, "r", "{e}");
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(taken) => panic!(
+            "s took over the claim of r, a run alive by its mark: {:?}",
+            taken.taken_over()
+        ),
+    }
+    assert_eq!(claims.release().await.unwrap(), 1);
+    r.end().await.unwrap();
+    s.end().await.unwrap();
+    for run in ["r", "s"] {
+        assert!(
+            f.store.get(&layout.run_key(run)).await.unwrap().is_none(),
+            "run {run} ended within one interval and left no run record"
+        );
+    }
+}
+
+/// A run's first heartbeat writes its run record (alive), and its end removes it.
+async fn a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it(kind: Kind) {
+    let f = Fixture::new(kind, "firstbeat").await;
+    let layout = Layout::new(EstateName::parse("beat").unwrap());
+    let run = Liveness::start(
+        f.peer().await,
+        layout.clone(),
+        "b",
+        ProgramStamp::default(),
+        Duration::from_millis(200),
+    );
+    let mut record = None;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        record = pending::read_run(&f.store, &layout, "b").await.unwrap();
+        if record.is_some() {
+            break;
+        }
+    }
+    let record = record.expect("the first heartbeat wrote the run record");
+    assert!(record.alive_now(), "{record:?}");
+    run.end().await.unwrap();
+    assert!(
+        f.store.get(&layout.run_key("b")).await.unwrap().is_none(),
+        "the run's end removed its record"
+    );
+}
+
 macro_rules! stores {
     ($($name:ident),* $(,)?) => {
         mod local {
@@ -225,4 +298,6 @@ stores!(
     claims_are_all_or_nothing,
     related_claims_never_both_land,
     a_session_skips_held_records_and_clears_its_claims,
+    a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat,
+    a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it,
 );

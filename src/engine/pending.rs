@@ -4,8 +4,11 @@
 //! conditional request, so two runs can never both hold it. A run claims all the changes of
 //! its plan at once, or none of them, before any provider call; it clears each mark as that
 //! resource's record lands, and releases the rest when it ends. A run proves it is alive with
-//! its run record `runs/<run id>`, kept fresh by a heartbeat; the marks of a run whose
-//! heartbeat is older than [`MISSED_BEATS`] intervals are taken over by the next run that
+//! its run record `runs/<run id>`, written by its first heartbeat and kept fresh by the next;
+//! until that first beat, each of its marks shows it alive by itself (a mark carries its run's
+//! heartbeat interval), so a run that ends within one interval writes no run record at all.
+//! The marks of a run whose last sign of life (its heartbeat, or its mark's time when it has
+//! no run record) is older than [`MISSED_BEATS`] intervals are taken over by the next run that
 //! needs them. Both doors (`run` and the choudoufu protocol) use this module.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -52,6 +55,11 @@ pub struct Mark {
     pub operation: String,
     /// When the mark was set (RFC 3339).
     pub since: String,
+    /// Its run's heartbeat interval: until the run's first heartbeat writes its run record, the
+    /// mark alone shows the run alive for [`MISSED_BEATS`] intervals from `since` (0, as in
+    /// marks older programs wrote: only the run record counts).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub heartbeat_millis: u64,
     /// The resources this change depends on (resource or module addresses, without instance keys).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<String>,
@@ -78,6 +86,20 @@ pub struct RunRecord {
     pub ended: bool,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Whether `at` (RFC 3339) is less than [`MISSED_BEATS`] intervals of `heartbeat_millis` ago.
+fn within_beats(at: &str, heartbeat_millis: u64) -> bool {
+    let Ok(at) = OffsetDateTime::parse(at, &Rfc3339) else {
+        return false;
+    };
+    let window = Duration::from_millis(heartbeat_millis.max(1)) * MISSED_BEATS;
+    let age = OffsetDateTime::now_utc() - at;
+    age < time::Duration::try_from(window).unwrap_or(time::Duration::MAX)
+}
+
 impl RunRecord {
     /// How long after its last heartbeat the run still counts as alive.
     pub fn window(&self) -> Duration {
@@ -86,14 +108,31 @@ impl RunRecord {
 
     /// Whether the run counts as alive now: not ended, and its heartbeat within its window.
     pub fn alive_now(&self) -> bool {
-        if self.ended {
-            return false;
-        }
-        let Ok(beat) = OffsetDateTime::parse(&self.heartbeat_at, &Rfc3339) else {
-            return false;
-        };
-        let age = OffsetDateTime::now_utc() - beat;
-        age < time::Duration::try_from(self.window()).unwrap_or(time::Duration::MAX)
+        !self.ended && within_beats(&self.heartbeat_at, self.heartbeat_millis)
+    }
+}
+
+impl Mark {
+    /// Whether the mark alone shows its run alive now: it carries the run's heartbeat interval
+    /// and was set less than [`MISSED_BEATS`] of them ago.
+    pub fn fresh_now(&self) -> bool {
+        self.heartbeat_millis > 0
+            && !cut(Mechanism::MarkWindow)
+            && within_beats(&self.since, self.heartbeat_millis)
+    }
+}
+
+/// Whether the run holding `mark` counts as alive now, given its run record if it has one: a
+/// run that said it ended is gone; otherwise its heartbeat or the mark's own time must be
+/// fresh (the mark's time is the only sign of life before the run's first heartbeat).
+fn holder_alive(mark: &Mark, record: Option<&RunRecord>) -> bool {
+    if cut(Mechanism::Takeover) {
+        return true;
+    }
+    match record {
+        Some(r) if r.ended => false,
+        Some(r) => r.alive_now() || mark.fresh_now(),
+        None => mark.fresh_now(),
     }
 }
 
@@ -113,38 +152,30 @@ pub async fn read_run(
         .and_then(|s| serde_json::from_slice::<RunRecord>(&s.bytes).ok()))
 }
 
-/// Whether the run `run_id` is alive: it has a run record, has not ended, and beat recently.
-pub async fn run_alive(
-    store: &DynStore,
-    layout: &Layout,
-    run_id: &str,
-) -> Result<bool, StoreError> {
-    if cut(Mechanism::Takeover) {
-        return Ok(true);
-    }
-    Ok(read_run(store, layout, run_id)
-        .await?
-        .is_some_and(|r| r.alive_now()))
-}
-
-/// A running run's liveness: its record, kept fresh by a heartbeat task.
+/// A running run's liveness: its run record, written by its first heartbeat and kept fresh by the next.
+///
+/// Claims are made through it ([`Claims::claim`]), so every mark names a run that beats.
 #[derive(Debug)]
 pub struct Liveness {
     store: DynStore,
     layout: Layout,
+    run_id: String,
+    interval: Duration,
     record: tokio::sync::Mutex<(RunRecord, Option<Version>)>,
     beat: tokio::task::JoinHandle<()>,
 }
 
 impl Liveness {
-    /// Write the run's record and start beating every `interval`.
-    pub async fn start(
+    /// Start the run's heartbeat, every `interval`: the first beat writes the run record, one
+    /// interval from now (until then the run's marks show it alive; a run that ends sooner
+    /// writes none). Must be called inside a tokio runtime.
+    pub fn start(
         store: DynStore,
         layout: Layout,
         run_id: &str,
         program: ProgramStamp,
         interval: Duration,
-    ) -> Result<Arc<Self>, StoreError> {
+    ) -> Arc<Self> {
         let now = now_rfc3339();
         let record = RunRecord {
             format: RUN_FORMAT.into(),
@@ -156,19 +187,7 @@ impl Liveness {
             heartbeat_millis: interval.as_millis() as u64,
             ended: false,
         };
-        let key = layout.run_key(run_id);
-        let version = match put_conditional(
-            store.as_ref(),
-            &key,
-            &encode(&record),
-            &Precondition::Absent,
-        )
-        .await?
-        {
-            WriteOutcome::Written(v) => Some(v),
-            WriteOutcome::Conflict(_) => None,
-        };
-        let live = Arc::new_cyclic(|weak: &std::sync::Weak<Liveness>| {
+        Arc::new_cyclic(|weak: &std::sync::Weak<Liveness>| {
             let weak = weak.clone();
             let beat = tokio::spawn(async move {
                 let mut failing = false;
@@ -193,11 +212,22 @@ impl Liveness {
             Liveness {
                 store,
                 layout,
-                record: tokio::sync::Mutex::new((record, version)),
+                run_id: run_id.to_string(),
+                interval,
+                record: tokio::sync::Mutex::new((record, None)),
                 beat,
             }
-        });
-        Ok(live)
+        })
+    }
+
+    /// The run's ID.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// How often it beats.
+    pub fn interval(&self) -> Duration {
+        self.interval
     }
 
     async fn touch(&self) -> Result<(), StoreError> {
@@ -218,10 +248,12 @@ impl Liveness {
         Ok(())
     }
 
-    /// Say the run has ended: stop beating and delete its run record (a run with no record is gone).
+    /// Say the run has ended: stop beating and delete its run record, if a beat wrote one.
     pub async fn end(&self) -> Result<(), StoreError> {
-        self.beat.abort();
+        // The lock first: a beat's write in flight lands (and is deleted below) before the
+        // heartbeat stops, so no run record is left behind unseen.
         let mut guard = self.record.lock().await;
+        self.beat.abort();
         let (record, version) = &mut *guard;
         record.ended = true;
         if let Some(v) = version.take() {
@@ -450,7 +482,7 @@ pub fn takeover_messages(taken: &[TakenOver]) -> Vec<String> {
             let program = program_text(first.program.as_ref());
             let beat = match &first.heartbeat_at {
                 Some(b) => format!("last heartbeat {b}"),
-                None => "no run record left".into(),
+                None => "no run record: it ended, or never beat".into(),
             };
             let what: Vec<String> = marks
                 .iter()
@@ -548,14 +580,8 @@ impl MarkView {
         Ok(MarkView { marks, runs })
     }
 
-    fn alive(&self, run_id: &str) -> bool {
-        if cut(Mechanism::Takeover) {
-            return true;
-        }
-        self.runs
-            .get(run_id)
-            .and_then(Option::as_ref)
-            .is_some_and(RunRecord::alive_now)
+    fn alive(&self, mark: &Mark) -> bool {
+        holder_alive(mark, self.runs.get(&mark.run_id).and_then(Option::as_ref))
     }
 
     fn holder(&self, mark: &Mark) -> Holder {
@@ -574,7 +600,7 @@ impl MarkView {
         self.marks
             .values()
             .map(|(m, _)| m)
-            .filter(move |m| m.run_id != run_id && self.alive(&m.run_id))
+            .filter(move |m| m.run_id != run_id && self.alive(m))
     }
 
     fn overlaps(&self, run_id: &str, wanted: &[Wanted]) -> Vec<HeldChange> {
@@ -582,7 +608,7 @@ impl MarkView {
             .iter()
             .filter_map(|w| {
                 let (mark, _) = self.marks.get(&w.address)?;
-                (mark.run_id != run_id && self.alive(&mark.run_id)).then(|| HeldChange {
+                (mark.run_id != run_id && self.alive(mark)).then(|| HeldChange {
                     address: w.address.clone(),
                     holder: self.holder(mark),
                 })
@@ -648,17 +674,20 @@ pub struct Claims {
 }
 
 impl Claims {
-    /// Claim every change in `wanted` for run `run_id`, or none: refused when another live run holds one of them or a related resource.
+    /// Claim every change in `wanted` for the beating run `run`, or none: refused when another live run holds one of them or a related resource.
     ///
-    /// The run's record must exist (see [`Liveness`]) before marks name it. Marks of gone runs
-    /// are taken over. Dependencies are checked again after the marks are written, so of two
-    /// runs claiming related resources at once at least one sees the other.
+    /// Each mark carries the run's heartbeat interval, so it shows the run alive before its
+    /// first beat. Marks of gone runs are taken over. Dependencies are checked again after the
+    /// marks are written, so of two runs claiming related resources at once at least one sees
+    /// the other.
     pub async fn claim(
         store: &DynStore,
         layout: &Layout,
-        run_id: &str,
+        run: &Liveness,
         wanted: &[Wanted],
     ) -> Result<Result<Claims, ClaimRefused>, StoreError> {
+        let run_id = run.run_id();
+        let heartbeat_millis = u64::try_from(run.interval().as_millis()).unwrap_or(u64::MAX);
         let since = now_rfc3339();
         // A mark that moves between our read and our write is judged again with a fresh read.
         for _ in 0..3 {
@@ -698,6 +727,7 @@ impl Claims {
                     run_id: run_id.to_string(),
                     operation: w.operation.clone(),
                     since: since.clone(),
+                    heartbeat_millis,
                     dependencies: w.dependencies.clone(),
                 };
                 writes.push((w.address.clone(), encode(&mark), precondition));
@@ -829,7 +859,7 @@ pub async fn held_by_other(
         return Ok(None);
     }
     let record = read_run(store, layout, &mark.run_id).await?;
-    let alive = cut(Mechanism::Takeover) || record.as_ref().is_some_and(RunRecord::alive_now);
+    let alive = holder_alive(&mark, record.as_ref());
     Ok(alive.then(|| Holder {
         run_id: mark.run_id.clone(),
         program: record.as_ref().map(|r| r.program.clone()),
@@ -865,11 +895,11 @@ pub struct Marked {
     pub taken_over: Vec<TakenOver>,
 }
 
-/// Mark `address` as in flight in run `run_id`, unless it or a related resource is in flight in another live run.
+/// Mark `address` as in flight in run `run`, unless it or a related resource is in flight in another live run.
 pub async fn begin_change(
     store: &DynStore,
     layout: &Layout,
-    run_id: &str,
+    run: &Liveness,
     address: &str,
     operation: &str,
     dependencies: &[String],
@@ -879,7 +909,7 @@ pub async fn begin_change(
         operation: operation.to_string(),
         dependencies: dependencies.iter().map(|d| resource_of(d)).collect(),
     }];
-    match Claims::claim(store, layout, run_id, &wanted).await? {
+    match Claims::claim(store, layout, run, &wanted).await? {
         Err(refused) => Ok(Err(refused)),
         Ok(claims) => {
             let version = claims
@@ -958,7 +988,7 @@ pub async fn read_marks(
     Ok(view
         .marks
         .values()
-        .map(|(m, _)| (m.clone(), view.alive(&m.run_id)))
+        .map(|(m, _)| (m.clone(), view.alive(m)))
         .collect())
 }
 
@@ -1001,6 +1031,7 @@ mod tests {
                 run_id: run.into(),
                 operation: "update".into(),
                 since: "2026-11-30T00:00:00Z".into(),
+                heartbeat_millis: 0,
                 dependencies: deps.iter().map(|d| d.to_string()).collect(),
             },
             Version::new("v"),
@@ -1018,6 +1049,40 @@ mod tests {
             heartbeat_millis: 60_000,
             ended: false,
         }
+    }
+
+    #[test]
+    fn a_mark_shows_its_run_alive_within_its_window_when_it_has_no_run_record() {
+        let mut view = MarkView {
+            marks: BTreeMap::new(),
+            runs: HashMap::new(),
+        };
+        let (mut m, v) = mark("terraform_data.x", "r", &[]);
+        m.since = now_rfc3339();
+        m.heartbeat_millis = 60_000;
+        view.marks.insert(m.address.clone(), (m.clone(), v.clone()));
+        view.runs.insert("r".into(), None);
+        let want = [Wanted {
+            address: "terraform_data.x".into(),
+            operation: "update".into(),
+            dependencies: vec![],
+        }];
+        assert_eq!(view.overlaps("s", &want).len(), 1, "fresh: alive");
+        // A run that said it ended is gone, whatever its marks say.
+        let mut ended = alive_run("r");
+        ended.ended = true;
+        view.runs.insert("r".into(), Some(ended));
+        assert!(view.overlaps("s", &want).is_empty(), "ended: gone");
+        // Past three intervals from the mark, with no run record: gone.
+        m.since = "2020-01-01T00:00:00Z".into();
+        view.marks.insert(m.address.clone(), (m.clone(), v.clone()));
+        view.runs.insert("r".into(), None);
+        assert!(view.overlaps("s", &want).is_empty(), "stale: gone");
+        // A mark of an older program (no interval) never vouches for its run.
+        m.since = now_rfc3339();
+        m.heartbeat_millis = 0;
+        view.marks.insert(m.address.clone(), (m, v));
+        assert!(view.overlaps("s", &want).is_empty(), "no interval: gone");
     }
 
     #[test]

@@ -28,8 +28,8 @@ pub async fn claim(
     deadline: Option<Instant>,
     signals: &mut Signals,
 ) -> Result<Claimed, RunError> {
-    ctx.alive().await?;
-    let refused = match Claims::claim(&ctx.store, &ctx.layout, &ctx.run_id, wanted).await? {
+    let live = ctx.alive();
+    let refused = match Claims::claim(&ctx.store, &ctx.layout, &live, wanted).await? {
         Ok(claims) => {
             tracing::info!(
                 claims = claims.addresses().len(),

@@ -181,10 +181,10 @@ impl Ctx {
         .with_cache(Some(ReadCache::for_root(&self.root)))
     }
 
-    /// Write this run's record and start its heartbeat, once: claims name a live run.
-    async fn alive(&mut self) -> Result<(), RunError> {
-        if self.liveness.is_none() {
-            self.liveness = Some(
+    /// This run's liveness, its heartbeat started on first use: claims are made through it.
+    fn alive(&mut self) -> Arc<Liveness> {
+        self.liveness
+            .get_or_insert_with(|| {
                 Liveness::start(
                     self.store.clone(),
                     self.layout.clone(),
@@ -192,13 +192,11 @@ impl Ctx {
                     self.program.clone(),
                     self.heartbeat,
                 )
-                .await?,
-            );
-        }
-        Ok(())
+            })
+            .clone()
     }
 
-    /// Say this run has ended (its record is removed).
+    /// Say this run has ended (its run record, if a heartbeat wrote one, is removed).
     async fn end(&mut self) {
         if let Some(live) = self.liveness.take()
             && let Err(e) = live.end().await

@@ -141,18 +141,13 @@ impl Live for LiveService {
         } else {
             Duration::from_millis(u64::from(req.heartbeat_millis))
         };
-        let liveness = match Liveness::start(
+        let liveness = Liveness::start(
             store.clone(),
             layout.clone(),
             &run_id,
             program.clone(),
             beat,
-        )
-        .await
-        {
-            Ok(l) => l,
-            Err(e) => return fail(e.to_string()),
-        };
+        );
         let guard = store::guard_for(&settings);
         tracing::info!(estate = %layout.estate(), run = %run_id, "choudoufu run configured");
         *self.run.write().await = Some(Arc::new(LiveRun {
@@ -437,7 +432,7 @@ impl Live for LiveService {
         match pending::begin_change(
             &r.store,
             &r.layout,
-            &r.run.run_id,
+            &r.liveness,
             &req.address,
             &req.operation,
             &req.dependencies,
