@@ -49,11 +49,11 @@ async fn claims_are_all_or_nothing(kind: Kind) {
         let shared = format!("terraform_data.shared{round}");
         let barrier = Arc::new(Barrier::new(RUNS));
         let mut tasks = Vec::new();
-        for i in 0..RUNS {
+        for (i, run) in lives.iter().enumerate() {
             let store = f.peer().await;
             let layout = layout.clone();
             let barrier = barrier.clone();
-            let run = lives[i].clone();
+            let run = run.clone();
             let wanted = vec![
                 want(&shared, &[]),
                 want(&format!("terraform_data.own{round}_{i}"), &[]),
