@@ -112,6 +112,14 @@ impl S3Store {
             .retry_config(
                 aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(attempts),
             )
+            // The SDK's default retry quota is one token bucket per process that forgets a
+            // permit each time a further retry replaces it: under sustained faults a long run
+            // would stop retrying before its tries are spent. Every call gets its tries.
+            .retry_partition(
+                aws_sdk_s3::config::retry::RetryPartition::custom("choudoufu-live-s3")
+                    .token_bucket(aws_sdk_s3::config::retry::TokenBucket::unlimited())
+                    .build(),
+            )
             .timeout_config(
                 aws_sdk_s3::config::timeout::TimeoutConfig::builder()
                     .operation_attempt_timeout(attempt_timeout)
