@@ -101,11 +101,6 @@ fn within_beats(at: &str, heartbeat_millis: u64) -> bool {
 }
 
 impl RunRecord {
-    /// How long after its last heartbeat the run still counts as alive.
-    pub fn window(&self) -> Duration {
-        Duration::from_millis(self.heartbeat_millis.max(1)) * MISSED_BEATS
-    }
-
     /// Whether the run counts as alive now: not ended, and its heartbeat within its window.
     pub fn alive_now(&self) -> bool {
         !self.ended && within_beats(&self.heartbeat_at, self.heartbeat_millis)
