@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::cut::{Mechanism, cut};
+use crate::engine::claims::Wanted;
 use crate::engine::digest::sha256_hex;
 use crate::engine::layout::Layout;
-use crate::engine::pending::Wanted;
 use crate::engine::session::{BaseRef, Pin, Snapshot};
 use crate::store::Version;
 
@@ -487,7 +487,7 @@ impl ChangeSet {
                         Some(d) => format!("{address} (deposed {d})"),
                         None => address.to_string(),
                     };
-                    let own = crate::engine::pending::resource_of(address);
+                    let own = crate::engine::claims::resource_of(address);
                     let mut deps: BTreeSet<String> = config.get(&own).cloned().unwrap_or_default();
                     for from in [Some(address), moved_from.as_deref()].into_iter().flatten() {
                         deps.extend(state.get(from).into_iter().flatten().cloned());
