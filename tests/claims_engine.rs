@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use choudoufu_live::engine::claims::{self, ClaimRefused, Claims, Liveness, Wanted};
 use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::operation::Operation;
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::{RunInfo, Session};
 use common::state::doc;
@@ -22,7 +23,7 @@ const ROUNDS: usize = 5;
 fn want(address: &str, deps: &[&str]) -> Wanted {
     Wanted {
         address: address.to_string(),
-        operation: "update".into(),
+        operation: Operation::Update,
         dependencies: deps.iter().map(|d| d.to_string()).collect(),
     }
 }

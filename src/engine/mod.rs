@@ -9,6 +9,7 @@ pub mod digest;
 pub mod image;
 pub mod layout;
 pub mod markers;
+pub mod operation;
 pub mod plan_stamp;
 pub mod program;
 pub mod read_cache;

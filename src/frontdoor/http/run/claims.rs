@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use super::terraform::Signals;
 use super::{Ctx, EXIT_IN_FLIGHT, RunError};
 use crate::cloud::aws::markers::AwsLister;
-use crate::engine::claims::{self, ClaimRefused, Claims, Holder, Wanted, resource_of};
+use crate::engine::address::resource_of;
+use crate::engine::claims::{self, ClaimRefused, Claims, Holder, Wanted};
 use crate::engine::markers::Family;
 use crate::telemetry::{self, ConflictKind};
 

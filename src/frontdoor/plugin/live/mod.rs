@@ -187,7 +187,7 @@ impl Live for LiveService {
             .collect();
         let pending_of = |m: &(claims::Mark, bool)| pb::PendingOperation {
             run_id: m.0.run_id.clone(),
-            operation: m.0.operation.clone(),
+            operation: m.0.operation.to_string(),
             since: m.0.since.clone(),
             run_alive: m.1,
         };
@@ -422,19 +422,23 @@ impl Live for LiveService {
         let r = self.current().await?;
         let req = req.into_inner();
         use pb::begin_change_response::Outcome as O;
-        if let Err(e) = validate::begin_change(&req) {
-            return Ok(Response::new(pb::BeginChangeResponse {
-                outcome: O::Unspecified as i32,
-                taken_over: vec![],
-                diagnostics: invalid(&e),
-            }));
-        }
+        let operation = match validate::begin_change(&req).and_then(|()| validate::operation(&req))
+        {
+            Ok(operation) => operation,
+            Err(e) => {
+                return Ok(Response::new(pb::BeginChangeResponse {
+                    outcome: O::Unspecified as i32,
+                    taken_over: vec![],
+                    diagnostics: invalid(&e),
+                }));
+            }
+        };
         match claims::begin_change(
             &r.store,
             &r.layout,
             &r.liveness,
             &req.address,
-            &req.operation,
+            operation,
             &req.dependencies,
         )
         .await
@@ -460,9 +464,9 @@ impl Live for LiveService {
                     .into_iter()
                     .map(|t| pb::TakenOver {
                         address: t.address,
-                        run_id: t.run_id,
-                        operation: t.operation,
-                        since: t.since,
+                        run_id: t.holder.run_id,
+                        operation: t.holder.operation.to_string(),
+                        since: t.holder.since,
                     })
                     .collect();
                 Ok(Response::new(pb::BeginChangeResponse {
