@@ -77,7 +77,7 @@ pub fn holder_alive(mark: &Mark, record: Option<&RunRecord>) -> bool {
 
 /// A running run's liveness: its run record, written by its first heartbeat and kept fresh by the next.
 ///
-/// Claims are made through it ([`super::claim::Claims::claim`]), so every mark names a run that beats.
+/// Claims are made through it ([`Claims::claim`](crate::engine::claims::Claims::claim)), so every mark names a run that beats.
 #[derive(Debug)]
 pub struct Liveness {
     store: DynStore,

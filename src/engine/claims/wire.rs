@@ -32,7 +32,7 @@ pub struct Mark {
     /// When the mark was set (RFC 3339).
     pub since: String,
     /// Its run's heartbeat interval: until the run's first heartbeat writes its run record, the
-    /// mark alone shows the run alive for [`super::liveness::MISSED_BEATS`] intervals from
+    /// mark alone shows the run alive for [`MISSED_BEATS`](crate::engine::claims::MISSED_BEATS) intervals from
     /// `since` (0, as in marks older programs wrote: only the run record counts).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub heartbeat_millis: u64,
