@@ -8,8 +8,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use choudoufu_live::engine::claims::{self, ClaimRefused, Claims, Liveness, Wanted};
 use choudoufu_live::engine::layout::{EstateName, Layout};
-use choudoufu_live::engine::pending::{self, ClaimRefused, Claims, Liveness, Wanted};
+use choudoufu_live::engine::operation::Operation;
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::{RunInfo, Session};
 use common::state::doc;
@@ -22,7 +23,7 @@ const ROUNDS: usize = 5;
 fn want(address: &str, deps: &[&str]) -> Wanted {
     Wanted {
         address: address.to_string(),
-        operation: "update".into(),
+        operation: Operation::Update,
         dependencies: deps.iter().map(|d| d.to_string()).collect(),
     }
 }
@@ -75,7 +76,7 @@ async fn claims_are_all_or_nothing(kind: Kind) {
             "round {round}: exactly one run holds the shared change"
         );
         let (winner, claims) = &held[0];
-        let marks: BTreeSet<String> = pending::read_marks(&f.store, &layout)
+        let marks: BTreeSet<String> = claims::read_marks(&f.store, &layout)
             .await
             .unwrap()
             .into_iter()
@@ -95,7 +96,7 @@ async fn claims_are_all_or_nothing(kind: Kind) {
         );
         assert_eq!(claims.release().await.unwrap(), 2);
         assert!(
-            pending::read_marks(&f.store, &layout)
+            claims::read_marks(&f.store, &layout)
                 .await
                 .unwrap()
                 .is_empty()
@@ -197,7 +198,7 @@ async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
         s_claims.addresses().is_empty(),
         "dns's claim was cleared as it landed"
     );
-    let marks: Vec<String> = pending::read_marks(&f.store, &layout)
+    let marks: Vec<String> = claims::read_marks(&f.store, &layout)
         .await
         .unwrap()
         .into_iter()
@@ -269,7 +270,7 @@ async fn a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it(kind: K
     let mut record = None;
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        record = pending::read_run(&f.store, &layout, "b").await.unwrap();
+        record = claims::read_run(&f.store, &layout, "b").await.unwrap();
         if record.is_some() {
             break;
         }

@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use choudoufu_live::config::LiveConfig;
+use choudoufu_live::engine::claims;
 use choudoufu_live::engine::layout::Layout;
-use choudoufu_live::engine::pending;
 use common::tf::{
     Call, Records, Root, apply_args, calls, kill_group, strs, text, turn, wait, wait_for_call,
 };
@@ -48,7 +48,7 @@ fn claims_left(root: &Root) -> (Vec<(String, String)>, usize) {
         let config = LiveConfig::load(&dir).unwrap();
         let store = choudoufu_live::store::open(&config.store, &dir).await;
         let layout = Layout::new(config.estate.clone());
-        let marks = pending::read_marks(&store, &layout)
+        let marks = claims::read_marks(&store, &layout)
             .await
             .unwrap()
             .into_iter()

@@ -13,8 +13,8 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use choudoufu_live::config::LiveConfig;
+use choudoufu_live::engine::claims;
 use choudoufu_live::engine::layout::Layout;
-use choudoufu_live::engine::pending;
 use common::fault_proxy::{Outage, start_outage};
 use common::tf::{Records, Root, apply_args, calls, strs, text, turn, wait};
 
@@ -76,7 +76,7 @@ impl Peer {
             let store: choudoufu_live::store::DynStore =
                 std::sync::Arc::new(choudoufu_live::store::s3::S3Store::connect(&settings).await);
             let layout = Layout::new(config.estate.clone());
-            let marks = pending::read_marks(&store, &layout)
+            let marks = claims::read_marks(&store, &layout)
                 .await
                 .unwrap()
                 .into_iter()

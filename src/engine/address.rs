@@ -1,4 +1,4 @@
-//! Resource instance addresses, as terraform prints them.
+//! Resource instance addresses, as terraform prints them, and the resources they belong to.
 
 /// Quote a for_each key the way terraform prints it inside `[...]`.
 pub fn quote_key(key: &str) -> String {
@@ -75,6 +75,51 @@ pub fn instance_address(
     out
 }
 
+/// The resource (or module call) an instance address belongs to: instance keys and any `(deposed KEY)` left out.
+pub fn resource_of(address: &str) -> String {
+    let address = match address.find(" (deposed ") {
+        Some(i) => &address[..i],
+        None => address,
+    };
+    let mut out = String::with_capacity(address.len());
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for c in address.chars() {
+        if depth > 0 {
+            if in_string {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' {
+                    escaped = true;
+                } else if c == '"' {
+                    in_string = false;
+                }
+                continue;
+            }
+            match c {
+                '"' => in_string = true,
+                '[' => depth += 1,
+                ']' => depth -= 1,
+                _ => {}
+            }
+            continue;
+        }
+        if c == '[' {
+            depth = 1;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Whether the dependency `dep` (a resource or `module.NAME` address) names the instance `address`.
+pub fn names(dep: &str, address: &str) -> bool {
+    let resource = resource_of(address);
+    resource == dep || resource.starts_with(&format!("{dep}."))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,5 +142,31 @@ mod tests {
             instance_address(None, "data", "t", "n", &IndexKey::Int(2), Some("00abcd")),
             "data.t.n[2] (deposed 00abcd)"
         );
+    }
+
+    #[test]
+    fn resources_of_instance_addresses() {
+        assert_eq!(resource_of("terraform_data.a"), "terraform_data.a");
+        assert_eq!(resource_of("terraform_data.a[0]"), "terraform_data.a");
+        assert_eq!(
+            resource_of("module.m[\"k]\"].aws_s3_bucket.b[\"x.y\"]"),
+            "module.m.aws_s3_bucket.b"
+        );
+        assert_eq!(
+            resource_of("terraform_data.a (deposed 0a1b2c3d)"),
+            "terraform_data.a"
+        );
+        assert_eq!(
+            resource_of("terraform_data.a[\"q\\\"]\"]"),
+            "terraform_data.a"
+        );
+    }
+
+    #[test]
+    fn dependencies_name_instances_and_modules() {
+        assert!(names("terraform_data.x", "terraform_data.x[1]"));
+        assert!(!names("terraform_data.x", "terraform_data.xy"));
+        assert!(names("module.m", "module.m[0].terraform_data.x"));
+        assert!(!names("module.m", "module.mm.terraform_data.x"));
     }
 }

@@ -4,11 +4,12 @@
 //! protocol into these calls, and every read and write goes through a [`crate::store`].
 
 pub mod address;
+pub mod claims;
 pub mod digest;
 pub mod image;
 pub mod layout;
 pub mod markers;
-pub mod pending;
+pub mod operation;
 pub mod plan_stamp;
 pub mod program;
 pub mod read_cache;

@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::cut::{Mechanism, cut};
+use crate::engine::address::resource_of;
+use crate::engine::claims::Wanted;
 use crate::engine::digest::sha256_hex;
 use crate::engine::layout::Layout;
-use crate::engine::pending::Wanted;
+use crate::engine::operation::Operation;
 use crate::engine::session::{BaseRef, Pin, Snapshot};
 use crate::store::Version;
 
@@ -259,40 +261,6 @@ impl PlanStamp {
 #[error("{0}")]
 pub struct PlanJsonError(pub String);
 
-/// What a planned change does to one resource instance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Operation {
-    /// A new object.
-    Create,
-    /// An in-place update.
-    Update,
-    /// A destroy.
-    Delete,
-    /// A destroy and a create, in either order.
-    Replace,
-    /// Removed from the state, the object kept (`removed { lifecycle { destroy = false } }`).
-    Forget,
-    /// Only moved to a new address (`moved` block).
-    Move,
-    /// An existing object imported (`import` block).
-    Import,
-}
-
-impl Operation {
-    /// The name marks and messages use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Create => "create",
-            Operation::Update => "update",
-            Operation::Delete => "delete",
-            Operation::Replace => "replace",
-            Operation::Forget => "forget",
-            Operation::Move => "move",
-            Operation::Import => "import",
-        }
-    }
-}
-
 /// One resource instance a plan changes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlannedChange {
@@ -487,7 +455,7 @@ impl ChangeSet {
                         Some(d) => format!("{address} (deposed {d})"),
                         None => address.to_string(),
                     };
-                    let own = crate::engine::pending::resource_of(address);
+                    let own = resource_of(address);
                     let mut deps: BTreeSet<String> = config.get(&own).cloned().unwrap_or_default();
                     for from in [Some(address), moved_from.as_deref()].into_iter().flatten() {
                         deps.extend(state.get(from).into_iter().flatten().cloned());
@@ -538,13 +506,13 @@ impl ChangeSet {
         for c in &self.resources {
             out.push(Wanted {
                 address: c.address.clone(),
-                operation: c.operation.as_str().to_string(),
+                operation: c.operation,
                 dependencies: c.dependencies.clone(),
             });
             if let Some(from) = &c.moved_from {
                 out.push(Wanted {
                     address: from.clone(),
-                    operation: Operation::Move.as_str().to_string(),
+                    operation: Operation::Move,
                     dependencies: c.dependencies.clone(),
                 });
             }
@@ -634,7 +602,7 @@ mod tests {
         assert!(
             wanted
                 .iter()
-                .any(|w| w.address == "terraform_data.c" && w.operation == "move")
+                .any(|w| w.address == "terraform_data.c" && w.operation == Operation::Move)
         );
         let layout = Layout::new(EstateName::parse("e").unwrap());
         let keys = set.keys(&layout);

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::Estate;
 use crate::cli::CliError;
-use crate::engine::pending;
+use crate::engine::claims;
 use crate::engine::session::{Recovery, Session, SessionError};
 use crate::frontdoor::http::run::EXIT_CONFLICT;
 use crate::store;
@@ -66,7 +66,7 @@ pub async fn recover(root: &Path, file: &Path) -> Result<i32, CliError> {
         .cloned()
         .collect();
     // The run ended before it could clear its claims of these, or remove its run record.
-    match pending::clear_marks_of(&estate.store, &estate.layout, &recovery.run_id, &landed).await {
+    match claims::clear_marks_of(&estate.store, &estate.layout, &recovery.run_id, &landed).await {
         Ok(0) => {}
         Ok(n) => println!("cleared {n} claim(s) run {} left on them", recovery.run_id),
         Err(e) => eprintln!(
@@ -74,8 +74,7 @@ pub async fn recover(root: &Path, file: &Path) -> Result<i32, CliError> {
             recovery.run_id
         ),
     }
-    if let Err(e) = pending::remove_gone_run(&estate.store, &estate.layout, &recovery.run_id).await
-    {
+    if let Err(e) = claims::remove_gone_run(&estate.store, &estate.layout, &recovery.run_id).await {
         eprintln!(
             "choudoufu-live: warning: could not remove the run record run {} left: {e}",
             recovery.run_id

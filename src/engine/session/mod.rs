@@ -19,9 +19,9 @@ use thiserror::Error;
 use tokio::sync::{Mutex, OnceCell};
 
 use crate::cut::{Mechanism, cut};
+use crate::engine::claims::Claims;
 use crate::engine::image::Held;
 use crate::engine::layout::Layout;
-use crate::engine::pending::Claims;
 use crate::engine::program::ProgramStamp;
 use crate::engine::read_cache::ReadCache;
 use crate::engine::record::{CorruptRecord, EstateMeta, Record};

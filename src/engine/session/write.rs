@@ -9,8 +9,8 @@ use thiserror::Error;
 
 use super::{BaseEntry, BaseRef, SessionError, Unwritten, View, initial_lineage, trace};
 use crate::cut::{Mechanism, cut};
+use crate::engine::claims;
 use crate::engine::layout::{KeyKind, Layout};
-use crate::engine::pending;
 use crate::engine::program::now_rfc3339;
 use crate::engine::record::{CorruptRecord, ESTATE_FORMAT, EstateMeta, Record, Writer};
 use crate::engine::state;
@@ -282,7 +282,7 @@ impl super::Session {
                 if changes.contains(key) || self.layout.classify(key) != Some(KeyKind::Resource) {
                     return Ok((op, false));
                 }
-                let held = pending::held_by_other(
+                let held = claims::held_by_other(
                     &self.store,
                     &self.layout,
                     &self.run.run_id,

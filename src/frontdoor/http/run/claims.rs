@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use super::terraform::Signals;
 use super::{Ctx, EXIT_IN_FLIGHT, RunError};
 use crate::cloud::aws::markers::AwsLister;
+use crate::engine::address::resource_of;
+use crate::engine::claims::{self, ClaimRefused, Claims, Holder, Wanted};
 use crate::engine::markers::Family;
-use crate::engine::pending::{self, ClaimRefused, Claims, Holder, Wanted, resource_of};
 use crate::telemetry::{self, ConflictKind};
 
 /// What the claim step came to.
@@ -71,7 +72,7 @@ async fn wait_released(
     let mut delay = Duration::from_millis(250);
     let mut told = String::new();
     loop {
-        let in_the_way = pending::still_in_the_way(&ctx.store, &ctx.layout, &refused).await?;
+        let in_the_way = claims::still_in_the_way(&ctx.store, &ctx.layout, &refused).await?;
         if in_the_way.is_empty() {
             eprintln!(
                 "choudoufu-live: the claims in the way were released; planning again from the records as they are now"
@@ -119,7 +120,7 @@ async fn report_takeovers(ctx: &Ctx, claims: &Claims) {
     if taken.is_empty() {
         return;
     }
-    for message in pending::takeover_messages(taken) {
+    for message in claims::takeover_messages(taken) {
         eprintln!("choudoufu-live: warning: {message}");
     }
     let Some(listing) = &ctx.config.markers else {

@@ -25,8 +25,8 @@ use super::{Backend, RunSummary, Server};
 use crate::config::migration::check_backend_for_run;
 use crate::config::{ConfigError, LiveConfig};
 use crate::cut::{Mechanism, StockLock, cut};
+use crate::engine::claims::{ClaimError, Liveness};
 use crate::engine::layout::Layout;
-use crate::engine::pending::Liveness;
 use crate::engine::plan_stamp::PlanJsonError;
 use crate::engine::program::ProgramStamp;
 use crate::engine::read_cache::ReadCache;
@@ -48,6 +48,9 @@ pub enum RunError {
     /// A claim, heartbeat or release could not reach the store.
     #[error("claims: {0}")]
     Store(#[from] StoreError),
+    /// A claim could not be made.
+    #[error("claims: {0}")]
+    Claim(#[from] ClaimError),
     /// terraform (or tofu) could not be started.
     #[error("cannot start {program}: {source}")]
     Start {

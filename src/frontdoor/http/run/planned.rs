@@ -14,7 +14,7 @@ use super::outputs::{self, Reconcile};
 use super::terraform::{self, PlanDir, Signals};
 use super::{Attempt, Ctx, EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError, summary};
 use crate::cut::{Mechanism, cut};
-use crate::engine::pending::Claims;
+use crate::engine::claims::Claims;
 use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanRefused, PlanStamp};
 use crate::telemetry::{self, ConflictKind};
 

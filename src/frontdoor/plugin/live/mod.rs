@@ -16,10 +16,10 @@ pub mod validate;
 use super::proto::live as pb;
 use super::proto::live::live_server::Live;
 use crate::cloud::aws::markers as markers_aws;
+use crate::engine::claims::{self, Liveness};
 use crate::engine::digest::value_digest;
 use crate::engine::layout::Layout;
 use crate::engine::markers::{self, Timing};
-use crate::engine::pending::{self, Liveness};
 use crate::engine::plan_stamp::{PlanStamp, UnstampedPlanError};
 use crate::engine::program::ProgramStamp;
 use crate::engine::record_writes::{self, Kind, Outcome};
@@ -137,7 +137,7 @@ impl Live for LiveService {
             req.run_id
         };
         let beat = if req.heartbeat_millis == 0 {
-            pending::DEFAULT_HEARTBEAT
+            claims::DEFAULT_HEARTBEAT
         } else {
             Duration::from_millis(u64::from(req.heartbeat_millis))
         };
@@ -178,16 +178,16 @@ impl Live for LiveService {
         let entries = record_writes::read_entries(&r.store, &r.layout, PARALLEL)
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
-        let marks = pending::read_marks(&r.store, &r.layout)
+        let marks = claims::read_marks(&r.store, &r.layout)
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
-        let mut by_address: BTreeMap<String, (pending::Mark, bool)> = marks
+        let mut by_address: BTreeMap<String, (claims::Mark, bool)> = marks
             .into_iter()
             .map(|(m, a)| (m.address.clone(), (m, a)))
             .collect();
-        let pending_of = |m: &(pending::Mark, bool)| pb::PendingOperation {
+        let pending_of = |m: &(claims::Mark, bool)| pb::PendingOperation {
             run_id: m.0.run_id.clone(),
-            operation: m.0.operation.clone(),
+            operation: m.0.operation.to_string(),
             since: m.0.since.clone(),
             run_alive: m.1,
         };
@@ -291,7 +291,7 @@ impl Live for LiveService {
                         // The record write clears this run's mark.
                         if let Some(mark) = r.marks.lock().await.remove(&address)
                             && let Err(e) =
-                                pending::clear_mark(&r.store, &r.layout, &address, &mark).await
+                                claims::clear_mark(&r.store, &r.layout, &address, &mark).await
                         {
                             tracing::warn!(error = %e, address = %address, "could not clear a pending mark");
                         }
@@ -422,19 +422,23 @@ impl Live for LiveService {
         let r = self.current().await?;
         let req = req.into_inner();
         use pb::begin_change_response::Outcome as O;
-        if let Err(e) = validate::begin_change(&req) {
-            return Ok(Response::new(pb::BeginChangeResponse {
-                outcome: O::Unspecified as i32,
-                taken_over: vec![],
-                diagnostics: invalid(&e),
-            }));
-        }
-        match pending::begin_change(
+        let operation = match validate::begin_change(&req).and_then(|()| validate::operation(&req))
+        {
+            Ok(operation) => operation,
+            Err(e) => {
+                return Ok(Response::new(pb::BeginChangeResponse {
+                    outcome: O::Unspecified as i32,
+                    taken_over: vec![],
+                    diagnostics: invalid(&e),
+                }));
+            }
+        };
+        match claims::begin_change(
             &r.store,
             &r.layout,
             &r.liveness,
             &req.address,
-            &req.operation,
+            operation,
             &req.dependencies,
         )
         .await
@@ -444,7 +448,7 @@ impl Live for LiveService {
                     .lock()
                     .await
                     .insert(req.address.clone(), marked.version);
-                let diagnostics = pending::takeover_messages(&marked.taken_over)
+                let diagnostics = claims::takeover_messages(&marked.taken_over)
                     .into_iter()
                     .map(|m| {
                         diag(
@@ -460,9 +464,9 @@ impl Live for LiveService {
                     .into_iter()
                     .map(|t| pb::TakenOver {
                         address: t.address,
-                        run_id: t.run_id,
-                        operation: t.operation,
-                        since: t.since,
+                        run_id: t.holder.run_id,
+                        operation: t.holder.operation.to_string(),
+                        since: t.holder.since,
                     })
                     .collect();
                 Ok(Response::new(pb::BeginChangeResponse {

@@ -10,6 +10,7 @@ use thiserror::Error;
 use super::super::proto::live as pb;
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::EstateName;
+use crate::engine::operation::{Operation, UnknownOperation};
 use crate::engine::record_writes::{Kind, RecordWrite, WriteOp};
 use crate::store::Version;
 
@@ -382,6 +383,13 @@ pub fn begin_change(req: &pb::BeginChangeRequest) -> Result<(), FieldError> {
         resource(&format!("dependencies[{i}]"), d)?;
     }
     Ok(())
+}
+
+/// A BeginChange request's operation, parsed (any operation the engine knows when request validation is cut).
+pub fn operation(req: &pb::BeginChangeRequest) -> Result<Operation, FieldError> {
+    req.operation.parse().map_err(|e: UnknownOperation| {
+        FieldError::new("operation", format!("{} is {e}", Shown(&req.operation)))
+    })
 }
 
 /// A CheckPlan request: every changed address and output.
