@@ -4,7 +4,6 @@
 //! SQS (JSON protocol) and EC2 (query protocol) are plain HTTP calls; moto_server serves every
 //! service on the one loopback endpoint `scripts/with-moto` started, and routes a request by
 //! the service named in its SigV4 credential scope. S3 uses the SDK the crate already has.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,6 @@
 //! A loopback fault proxy between a store client and moto: it forwards each HTTP request,
 //! or answers 500 / 503 SlowDown itself, resets the connection, or forwards the request
 //! and then loses the answer (the subtle one: the write landed, its answer did not).
-#![allow(dead_code)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,7 +2,6 @@
 //! delay before forwarding it to the peer, and logs each call (method, path, bytes each way,
 //! when it arrived and when its answer left), so a read's requests, bytes and sequential
 //! round trips can be counted for both sides alike.
-#![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -1,8 +1,11 @@
 //! Shared test setup: real peers only (a local folder, moto_server for S3, azurite for Azure
-//! Blob Storage, gcp-storage-emulator for GCS, the real terraform).
-#![allow(dead_code)]
+//! Blob Storage, gcp-storage-emulator for GCS, the real terraform). A crate of its own, so each
+//! test binary uses what it needs and the rest is not dead code.
 
+pub mod aws_objects;
 pub mod fault_proxy;
+pub mod latency_proxy;
+pub mod plugin_host;
 pub mod state;
 pub mod tf;
 
@@ -299,4 +302,27 @@ impl Fixture {
             Kind::Gcs => Arc::new(GcsStore::connect(self.gcs.as_ref().expect("gcs"))),
         }
     }
+}
+
+/// One module per store kind, each running every named test against that kind: the test
+/// `name` is `async fn name(kind: Kind)` in the calling file, and
+/// `per_kind!(local => Local, s3 => S3; [a, b]);` makes the tests `local::a`, `local::b`,
+/// `s3::a`, `s3::b`. An attribute first (`per_kind!(#[tokio::test] ...)`) says how each test
+/// runs; without one it runs on a two-worker multi-thread runtime.
+#[macro_export]
+macro_rules! per_kind {
+    (@module #[$test:meta] $module:ident, $kind:ident, [$($name:ident),* $(,)?]) => {
+        mod $module {
+            $( #[$test] async fn $name() { super::$name($crate::Kind::$kind).await; } )*
+        }
+    };
+    (#[$test:meta] $($module:ident => $kind:ident),+ ; $names:tt) => {
+        $( $crate::per_kind!(@module #[$test] $module, $kind, $names); )+
+    };
+    ($($module:ident => $kind:ident),+ ; $names:tt) => {
+        $crate::per_kind!(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            $($module => $kind),+ ; $names
+        );
+    };
 }

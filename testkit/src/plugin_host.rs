@@ -1,6 +1,5 @@
 //! A go-plugin host, as terraform is one: cookie, versions, port range, a P-521 CA client
 //! certificate, the handshake line, mTLS with the server certificate pinned, health, Shutdown.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -167,7 +166,7 @@ impl<'a> Launch<'a> {
     }
 
     pub fn command(&self) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_choudoufu-live"));
+        let mut c = Command::new(crate::tf::bin());
         c.current_dir(self.cwd)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())

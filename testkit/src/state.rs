@@ -1,5 +1,4 @@
 //! State documents for tests: terraform_data resources in terraform's state v4 shape.
-#![allow(dead_code)]
 
 use serde_json::{Value, json};
 

@@ -1,9 +1,8 @@
 //! Real terraform roots for tests: a copy of a fixture root, a live.hcl, and the binary under test.
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// Terraform-heavy tests take turns, so timings in one do not suffer from another.
@@ -24,9 +23,25 @@ pub fn terraform() -> String {
     }
 }
 
-/// The binary under test.
-pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_choudoufu-live")
+/// The binary under test: cargo builds it in the profile's folder, beside the `deps/` folder that
+/// holds each test binary (where `CARGO_BIN_EXE_choudoufu-live` points, which only the package's
+/// own tests can read, not a crate they depend on).
+pub fn bin() -> &'static Path {
+    static BIN: LazyLock<PathBuf> = LazyLock::new(|| {
+        let exe = std::env::current_exe().expect("the test binary's own path");
+        let profile = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("a test binary sits in <target>/<profile>/deps");
+        let bin = profile.join(format!("choudoufu-live{}", std::env::consts::EXE_SUFFIX));
+        assert!(
+            bin.is_file(),
+            "{} is not built: run the tests with cargo test",
+            bin.display()
+        );
+        bin
+    });
+    &BIN
 }
 
 /// Where records go for a root.
@@ -68,7 +83,7 @@ impl Root {
     pub fn with_binary(fixture: &str, estate: &str, records: &Records, tf: &str) -> Root {
         let dir = tempfile::tempdir().unwrap();
         let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("terraform-fixtures")
+            .join("../terraform-fixtures")
             .join(fixture);
         copy_dir(&src, dir.path());
         let store = match records {

@@ -2,7 +2,7 @@
 //! holder per change, and a session that skips records another run holds and clears its own
 //! claims as their records land.
 
-mod common;
+use testkit as common;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -283,21 +283,14 @@ async fn a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it(kind: K
     );
 }
 
-macro_rules! stores {
-    ($($name:ident),* $(,)?) => {
-        mod local {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $name() { super::$name(super::Kind::Local).await; })*
-        }
-        mod s3 {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 4)] async fn $name() { super::$name(super::Kind::S3).await; })*
-        }
-    };
-}
-
-stores!(
-    claims_are_all_or_nothing,
-    related_claims_never_both_land,
-    a_session_skips_held_records_and_clears_its_claims,
-    a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat,
-    a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it,
+testkit::per_kind!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    local => Local, s3 => S3;
+    [
+        claims_are_all_or_nothing,
+        related_claims_never_both_land,
+        a_session_skips_held_records_and_clears_its_claims,
+        a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat,
+        a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it,
+    ]
 );

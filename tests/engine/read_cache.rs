@@ -1,7 +1,7 @@
 //! The read cache: a warm read lists the estate and fetches only what changed; a record another run
 //! changed is always fetched again (the cache is never trusted without the listing).
 
-mod common;
+use testkit as common;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

@@ -4,7 +4,7 @@
 //! image is ignored with a warning; range listings under concurrent creates and deletes miss
 //! nothing that existed throughout and list nothing that never existed.
 
-mod common;
+use testkit as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
@@ -484,21 +484,7 @@ async fn the_server_starts_a_range_listing_after_its_start(kind: Kind) {
     assert_eq!(page.next, None, "no page past the range's end");
 }
 
-macro_rules! kinds {
-    ($($module:ident => $kind:ident),* ; $names:tt) => {
-        $( one_kind!($module, $kind, $names); )*
-    };
-}
-
-macro_rules! one_kind {
-    ($module:ident, $kind:ident, [$($name:ident),* $(,)?]) => {
-        mod $module {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::Kind::$kind).await; })*
-        }
-    };
-}
-
-kinds!(
+testkit::per_kind!(
     local => Local, s3 => S3, azurerm => Azure, gcs => Gcs;
     [
         a_cold_read_through_the_image_is_a_plain_read,
@@ -510,7 +496,7 @@ kinds!(
 
 // gcp-storage-emulator ignores startOffset and maxResults, and Azure filters here too when the
 // service ignores startFrom (docs/stores.md): only these two can show it.
-kinds!(
+testkit::per_kind!(
     local_start => Local, s3_start => S3;
     [the_server_starts_a_range_listing_after_its_start]
 );

@@ -1,6 +1,6 @@
 //! Sessions: stale bases, disjoint writers, unchanged records, fixtures through a store, bad input.
 
-mod common;
+use testkit as common;
 
 use std::path::Path;
 
@@ -376,24 +376,16 @@ async fn estates_that_start_alike_stay_apart(kind: Kind) {
     );
 }
 
-macro_rules! both_kinds {
-    ($($name:ident),* $(,)?) => {
-        mod local {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::Kind::Local).await; })*
-        }
-        mod s3 {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::Kind::S3).await; })*
-        }
-    };
-}
-
-both_kinds!(
-    stale_base_on_one_of_three,
-    disjoint_runs_both_land,
-    unchanged_records_are_not_written,
-    fixtures_through_the_store,
-    serial_changes_when_any_record_changes,
-    bad_documents_write_nothing,
-    corrupted_record_is_named,
-    estates_that_start_alike_stay_apart,
+testkit::per_kind!(
+    local => Local, s3 => S3;
+    [
+        stale_base_on_one_of_three,
+        disjoint_runs_both_land,
+        unchanged_records_are_not_written,
+        fixtures_through_the_store,
+        serial_changes_when_any_record_changes,
+        bad_documents_write_nothing,
+        corrupted_record_is_named,
+        estates_that_start_alike_stay_apart,
+    ]
 );

@@ -1,7 +1,7 @@
 //! Record store safety and per-estate IAM, on moto (S3 and IAM): bucket check/setup, the guard,
 //! encryption, the policy's shape, `iam apply`, and two estates in one bucket.
 
-mod common;
+use testkit as common;
 
 use std::path::Path;
 use std::process::{Command, Output};

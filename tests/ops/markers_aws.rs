@@ -1,13 +1,10 @@
 //! The AWS marker lister as a library (what `run` and the plugin call), against real moto_server.
 
-#[path = "common/aws_objects.rs"]
-mod aws_objects;
-
-use aws_objects::*;
 use choudoufu_live::cloud::aws::markers::{
     AwsLister, AwsProviderConfig, FindError, ListingError, type_filter,
 };
 use serde_json::json;
+use testkit::aws_objects::*;
 
 #[test]
 fn endpoints_and_region_come_only_from_the_provider_configuration() {

@@ -2,7 +2,7 @@
 //! versioned bucket) with the real terraform, on a local folder (no history), and on azurite
 //! (no blob versions).
 
-mod common;
+use testkit as common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

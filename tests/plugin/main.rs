@@ -1,7 +1,6 @@
 //! The plugin as terraform sees it: the go-plugin handshake, AutoMTLS, and the state-store RPCs.
 
 mod choudoufu;
-mod host;
 mod markers;
 
 use std::time::Duration;
@@ -10,11 +9,10 @@ use choudoufu_live::frontdoor::plugin::proto::tfplugin6 as pb;
 use choudoufu_live::frontdoor::plugin::proto::tfplugin6::provider_client::ProviderClient;
 use host::{Launch, client_cert};
 use serde_json::{Value, json};
+use testkit::plugin_host as host;
+use testkit::state;
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
-
-#[path = "../tests/common/state.rs"]
-mod state;
 
 fn doc(resources: &[(&str, &str)]) -> Vec<u8> {
     let rs = resources

@@ -2,9 +2,6 @@
 //! FindByMarkers binds what a killed run created, refuses two, never binds another estate's;
 //! ListUnrecorded names marked objects no record names and deletes nothing.
 
-#[path = "../tests/common/aws_objects.rs"]
-mod aws_objects;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -15,7 +12,7 @@ use tonic::transport::Channel;
 
 use crate::choudoufu::read;
 use crate::host::{ClientCert, Launch, Plugin, client_cert};
-use aws_objects::*;
+use testkit::aws_objects::*;
 
 const AWS: &str = "registry.terraform.io/hashicorp/aws";
 const AWS_CONFIG_ADDR: &str = "provider[\"registry.terraform.io/hashicorp/aws\"]";

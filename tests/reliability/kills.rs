@@ -5,7 +5,7 @@
 //!
 //! `make test` runs a few rounds; `make reliability` runs 30 of each.
 
-mod common;
+use testkit as common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //!
 //! `make test` runs a short version; `make reliability` runs 8 runs x 200 rounds on 500 records.
 
-mod common;
+use testkit as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! real terraform, records on moto; out to `backend "local"`, in from `backend "local"` and
 //! from terraform's own `backend "s3"` on moto.
 
-mod common;
+use testkit as common;
 
 use std::process::{Command, Output};
 

@@ -2,7 +2,7 @@
 //! terraform, on the local store and on S3 (moto). The claims fixture's `local-exec`
 //! provisioners are "the cloud": each call is noted in a calls file, so provider calls are counted.
 
-mod common;
+use testkit as common;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -11,20 +11,22 @@ use std::time::{Duration, Instant};
 use choudoufu_live::config::LiveConfig;
 use choudoufu_live::engine::layout::Layout;
 use choudoufu_live::engine::pending;
+use common::Kind;
 use common::tf::{
     Call, Records, Root, apply_args, calls, kill_group, strs, text, turn, wait, wait_for_call,
 };
 
-async fn records(kind: &str) -> Records {
+async fn records(kind: Kind) -> Records {
     match kind {
-        "local" => Records::Local,
-        _ => {
+        Kind::Local => Records::Local,
+        Kind::S3 => {
             let (_store, bucket) = common::s3_store("claims").await;
             Records::S3 {
                 bucket,
                 endpoint: common::s3_endpoint(),
             }
         }
+        other => panic!("a terraform root keeps its records on local or s3, not {other:?}"),
     }
 }
 
@@ -77,7 +79,7 @@ fn calls_of(file: &Path, name: &str) -> Vec<Call> {
 }
 
 /// Three applies replacing `one` at once: one provider call; the two others are refused by name before theirs.
-async fn three_applies_make_one_provider_call(kind: &str) {
+async fn three_applies_make_one_provider_call(kind: Kind) {
     let root = Root::new("claims", "three", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -141,7 +143,7 @@ async fn three_applies_make_one_provider_call(kind: &str) {
 }
 
 /// The same three with `--wait=2m`: all land, one after the other, each planned after the previous one landed.
-async fn three_waiting_applies_take_turns(kind: &str) {
+async fn three_waiting_applies_take_turns(kind: Kind) {
     let root = Root::new("claims", "turns", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -204,7 +206,7 @@ async fn three_waiting_applies_take_turns(kind: &str) {
 }
 
 /// A change of y while another run replaces x, which y depends on: refused before y's provider call.
-async fn a_change_whose_dependency_is_in_flight_is_refused(kind: &str) {
+async fn a_change_whose_dependency_is_in_flight_is_refused(kind: Kind) {
     let root = Root::new("claims", "deps", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -248,7 +250,7 @@ async fn a_change_whose_dependency_is_in_flight_is_refused(kind: &str) {
 }
 
 /// A killed apply's claim stays in the way while its heartbeat is fresh; with `--wait` the next apply takes it over.
-async fn a_killed_runs_claim_is_taken_over(kind: &str) {
+async fn a_killed_runs_claim_is_taken_over(kind: Kind) {
     let root = Root::new("claims", "takeover", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -300,7 +302,7 @@ async fn a_killed_runs_claim_is_taken_over(kind: &str) {
 }
 
 /// A plain apply of b writes back a's refreshed record while another run replaces a: no conflict for either.
-async fn refreshed_records_outside_the_plan_are_skipped(kind: &str) {
+async fn refreshed_records_outside_the_plan_are_skipped(kind: Kind) {
     let root = Root::new("claims", "refresh", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -342,7 +344,7 @@ async fn refreshed_records_outside_the_plan_are_skipped(kind: &str) {
 }
 
 /// Two applies of a and b at once, with an output listing both: both land and the stored output holds both new ids.
-async fn a_shared_output_is_reconciled(kind: &str) {
+async fn a_shared_output_is_reconciled(kind: Kind) {
     let root = Root::new("claims", "outputs", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -395,24 +397,22 @@ async fn a_shared_output_is_reconciled(kind: &str) {
     assert_eq!(calls_of(&file, "a").len() + calls_of(&file, "b").len(), 2);
 }
 
-macro_rules! stores {
-    ($store:ident: $($name:ident),* $(,)?) => {
-        mod $store {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(stringify!($store)).await; })*
-        }
-    };
-}
-
-stores!(local:
-    three_applies_make_one_provider_call,
-    three_waiting_applies_take_turns,
-    a_killed_runs_claim_is_taken_over,
-    refreshed_records_outside_the_plan_are_skipped,
+testkit::per_kind!(
+    local => Local;
+    [
+        three_applies_make_one_provider_call,
+        three_waiting_applies_take_turns,
+        a_killed_runs_claim_is_taken_over,
+        refreshed_records_outside_the_plan_are_skipped,
+    ]
 );
-stores!(s3:
-    three_applies_make_one_provider_call,
-    a_change_whose_dependency_is_in_flight_is_refused,
-    a_shared_output_is_reconciled,
+testkit::per_kind!(
+    s3 => S3;
+    [
+        three_applies_make_one_provider_call,
+        a_change_whose_dependency_is_in_flight_is_refused,
+        a_shared_output_is_reconciled,
+    ]
 );
 
 /// Every flag of an apply reaches the terraform step that takes it, with its meaning.

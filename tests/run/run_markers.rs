@@ -1,12 +1,10 @@
 //! `run` with a `markers "aws"` block: after a plan or apply, live objects carrying this estate's
 //! marker that no record names are reported by name, and never deleted (real terraform, moto).
 
-#[path = "common/aws_objects.rs"]
-mod aws_objects;
-mod common;
+use testkit as common;
 
-use aws_objects::{create_queue, markers, queue_arn, queues, unique};
 use common::tf::{Records, Root, text, turn};
+use testkit::aws_objects::{create_queue, markers, queue_arn, queues, unique};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unrecorded_marked_objects_are_reported_and_kept() {

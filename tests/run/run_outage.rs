@@ -6,7 +6,7 @@
 //! The run under test gets `AWS_MAX_ATTEMPTS=2`, so one store call gives up in about a second
 //! instead of half a minute: terraform's own three tries then end well inside the outage.
 
-mod common;
+use testkit as common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

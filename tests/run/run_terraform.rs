@@ -1,22 +1,24 @@
 //! `choudoufu-live run` with the real terraform: two applies on one root, on the local store and on S3 (moto).
 
-mod common;
+use testkit as common;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::Kind;
 use common::tf::{Records, Root, interval, text, turn, wait};
 
-async fn records(kind: &str) -> Records {
+async fn records(kind: Kind) -> Records {
     match kind {
-        "local" => Records::Local,
-        _ => {
+        Kind::Local => Records::Local,
+        Kind::S3 => {
             let (_store, bucket) = common::s3_store("run").await;
             Records::S3 {
                 bucket,
                 endpoint: common::s3_endpoint(),
             }
         }
+        other => panic!("a terraform root keeps its records on local or s3, not {other:?}"),
     }
 }
 
@@ -33,7 +35,7 @@ fn apply_args<'a>(target: &'a str, vars: &'a [String]) -> Vec<&'a str> {
 }
 
 /// A changes db while B changes dns, each apply taking 5 s: both land, at the same time.
-async fn disjoint_applies_land_together(kind: &str) {
+async fn disjoint_applies_land_together(kind: Kind) {
     let root = Root::new("demo", "two-at-once", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -101,7 +103,7 @@ async fn disjoint_applies_land_together(kind: &str) {
 }
 
 /// Both change db at once: one lands, the other is refused by name before its provider call and overwrites nothing.
-async fn same_resource_one_lands(kind: &str) {
+async fn same_resource_one_lands(kind: Kind) {
     let root = Root::new("demo", "same-db", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -172,7 +174,7 @@ async fn same_resource_one_lands(kind: &str) {
 ///
 /// The destroy starts once the apply is applying (its provisioner has started), so the
 /// apply holds db's claim.
-async fn apply_racing_destroy(kind: &str) {
+async fn apply_racing_destroy(kind: Kind) {
     let root = Root::new("demo", "apply-destroy", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -226,7 +228,7 @@ async fn apply_racing_destroy(kind: &str) {
 }
 
 /// An apply killed with SIGKILL (wrapper and terraform) mid-apply: nothing held, the next run goes at once.
-async fn killed_apply_leaves_nothing_held(kind: &str) {
+async fn killed_apply_leaves_nothing_held(kind: Kind) {
     let root = Root::new("demo", "killed", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -326,22 +328,14 @@ async fn killed_apply_leaves_nothing_held(kind: &str) {
     assert_eq!(root.stored_input("db").as_deref(), Some("v9"));
 }
 
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod local {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name("local").await; })*
-        }
-        mod s3 {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name("s3").await; })*
-        }
-    };
-}
-
-both_stores!(
-    disjoint_applies_land_together,
-    same_resource_one_lands,
-    apply_racing_destroy,
-    killed_apply_leaves_nothing_held,
+testkit::per_kind!(
+    local => Local, s3 => S3;
+    [
+        disjoint_applies_land_together,
+        same_resource_one_lands,
+        apply_racing_destroy,
+        killed_apply_leaves_nothing_held,
+    ]
 );
 
 #[test]

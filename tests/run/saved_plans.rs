@@ -1,6 +1,6 @@
 //! Saved plans stamped per record, with the real terraform: refused (exit 3) only when one of their own changes moved.
 
-mod common;
+use testkit as common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,19 +8,21 @@ use std::path::Path;
 use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::{Pin, RunInfo, Session};
+use common::Kind;
 use common::tf::{Records, Root, text, turn};
 use serde_json::Value;
 
-async fn records(kind: &str) -> Records {
+async fn records(kind: Kind) -> Records {
     match kind {
-        "local" => Records::Local,
-        _ => {
+        Kind::Local => Records::Local,
+        Kind::S3 => {
             let (_store, bucket) = common::s3_store("plan").await;
             Records::S3 {
                 bucket,
                 endpoint: common::s3_endpoint(),
             }
         }
+        other => panic!("a terraform root keeps its records on local or s3, not {other:?}"),
     }
 }
 
@@ -42,7 +44,7 @@ fn store_bytes(root: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// Plan A changes db, plan B changes dns; apply B, then A: A is accepted, and dns keeps B's value.
-async fn disjoint_saved_plans_both_apply(kind: &str) {
+async fn disjoint_saved_plans_both_apply(kind: Kind) {
     let root = Root::new("demo", "plans", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -91,7 +93,7 @@ async fn disjoint_saved_plans_both_apply(kind: &str) {
 }
 
 /// Plan A changes db; another run changes db; applying A is refused before terraform runs.
-async fn moved_change_is_refused_before_anything(kind: &str) {
+async fn moved_change_is_refused_before_anything(kind: Kind) {
     let root = Root::new("demo", "moved", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -145,7 +147,7 @@ async fn moved_change_is_refused_before_anything(kind: &str) {
         "db keeps the other run's record"
     );
     assert_ne!(planned["writer"], before["writer"]);
-    if matches!(kind, "local") {
+    if matches!(kind, Kind::Local) {
         assert_eq!(
             store_bytes(root.path()),
             local_before,
@@ -155,7 +157,7 @@ async fn moved_change_is_refused_before_anything(kind: &str) {
 }
 
 /// A plan with no stamp, a stamp of another plan, or a stamp for another estate: refused the same way.
-async fn unstamped_plans_are_refused(kind: &str) {
+async fn unstamped_plans_are_refused(kind: Kind) {
     let root = Root::new("demo", "unstamped", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -216,7 +218,7 @@ async fn unstamped_plans_are_refused(kind: &str) {
 }
 
 /// A plan that deletes a record another run changed, or creates one another run created: refused by name.
-async fn deletes_and_creates_that_moved_are_refused(kind: &str) {
+async fn deletes_and_creates_that_moved_are_refused(kind: Kind) {
     let root = Root::new("demo", "delcreate", &records(kind).await);
     let _turn = turn();
     root.init_and_apply();
@@ -271,22 +273,14 @@ async fn deletes_and_creates_that_moved_are_refused(kind: &str) {
     );
 }
 
-macro_rules! both_stores {
-    ($($name:ident),* $(,)?) => {
-        mod local {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name("local").await; })*
-        }
-        mod s3 {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name("s3").await; })*
-        }
-    };
-}
-
-both_stores!(
-    disjoint_saved_plans_both_apply,
-    moved_change_is_refused_before_anything,
-    unstamped_plans_are_refused,
-    deletes_and_creates_that_moved_are_refused,
+testkit::per_kind!(
+    local => Local, s3 => S3;
+    [
+        disjoint_saved_plans_both_apply,
+        moved_change_is_refused_before_anything,
+        unstamped_plans_are_refused,
+        deletes_and_creates_that_moved_are_refused,
+    ]
 );
 
 fn doc(resources: &[(&str, &str)]) -> Vec<u8> {

@@ -1,7 +1,7 @@
 //! Security: the run's state server lets in only its own terraform; records, caches and stamps
 //! stay private; hostile input at every door gets a refusal by name and changes nothing.
 
-mod common;
+use testkit as common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -707,23 +707,15 @@ async fn opentofu_encrypted_state_is_refused_by_name_and_writes_nothing(kind: Ki
     door.server.stop().await;
 }
 
-macro_rules! both_kinds {
-    ($($name:ident),* $(,)?) => {
-        mod local {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::Kind::Local).await; })*
-        }
-        mod s3 {
-            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)] async fn $name() { super::$name(super::Kind::S3).await; })*
-        }
-    };
-}
-
-both_kinds!(
-    oversized_body_is_refused_and_writes_nothing,
-    truncated_json_is_refused_and_writes_nothing,
-    another_lineage_is_refused_and_writes_nothing,
-    one_address_twice_is_refused_and_writes_nothing,
-    opentofu_encrypted_state_is_refused_by_name_and_writes_nothing,
+testkit::per_kind!(
+    local => Local, s3 => S3;
+    [
+        oversized_body_is_refused_and_writes_nothing,
+        truncated_json_is_refused_and_writes_nothing,
+        another_lineage_is_refused_and_writes_nothing,
+        one_address_twice_is_refused_and_writes_nothing,
+        opentofu_encrypted_state_is_refused_by_name_and_writes_nothing,
+    ]
 );
 
 // ---------------------------------------------------------------------------------------------

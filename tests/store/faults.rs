@@ -2,7 +2,7 @@
 //! the store applied the write. Runs keep going through retries; a write that landed but whose
 //! answer was lost is recognised as landed, never reported as a conflict; nothing lost or doubled.
 
-mod common;
+use testkit as common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

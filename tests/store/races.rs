@@ -1,6 +1,6 @@
 //! Races at the wire: many concurrent writers, many rounds, the store's final content checked.
 
-mod common;
+use testkit as common;
 
 use std::sync::Arc;
 

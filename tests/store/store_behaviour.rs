@@ -1,7 +1,7 @@
 //! The record store contract, run against every kind with a real peer here (local folder, S3 on
 //! moto, Azure Blob Storage on azurite; GCS on gcp-storage-emulator for what it can prove).
 
-mod common;
+use testkit as common;
 
 use std::sync::Arc;
 
@@ -132,23 +132,9 @@ async fn paging_past_a_thousand(kind: Kind) {
     assert_eq!(all[1049].version.token, got.version.token);
 }
 
-/// The behaviours, each run against every kind named: `kinds!(module => Kind, ...; [behaviour, ...])`.
-macro_rules! kinds {
-    ($($module:ident => $kind:ident),* ; $names:tt) => {
-        $( one_kind!($module, $kind, $names); )*
-    };
-}
-
-macro_rules! one_kind {
-    ($module:ident, $kind:ident, [$($name:ident),* $(,)?]) => {
-        mod $module {
-            $(#[tokio::test] async fn $name() { super::$name(super::Kind::$kind).await; })*
-        }
-    };
-}
-
 // The whole contract: local folder, S3 on moto, Azure Blob Storage on azurite.
-kinds!(
+testkit::per_kind!(
+    #[tokio::test]
     local => Local, s3 => S3, azurerm => Azure;
     [
         create_only_if_absent,
@@ -161,7 +147,8 @@ kinds!(
 
 // GCS on gcp-storage-emulator: the emulator ignores `ifGenerationMatch` and does not page
 // its listings, so only what it can prove runs here (docs/stores.md).
-kinds!(
+testkit::per_kind!(
+    #[tokio::test]
     gcs => Gcs;
     [writes_reads_and_lists, delete_of_the_current_version]
 );

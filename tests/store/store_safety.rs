@@ -2,7 +2,7 @@
 //! properties, container public access; no blob versions) and gcp-storage-emulator (bucket
 //! versioning, lifecycle, public access prevention, uniform access; no old generations).
 
-mod common;
+use testkit as common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! OpenTelemetry export, seen by a real OTLP receiver: the run's spans and metrics arrive,
 //! a conflict is named in them, no state value ever does; and with no endpoint nothing connects.
 
-mod common;
+use testkit as common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
