@@ -29,7 +29,7 @@ fuzz:
 
 ## make reliability: the long load run and the kill suite, with their figures.
 reliability:
-	scripts/with-moto $(CARGO) test --test load --test kills --test plugin -- --ignored --nocapture
+	scripts/with-moto $(CARGO) test --test reliability --test plugin -- --ignored --nocapture
 
 ## make bench: side by side with terraform's own S3 backend: SeaweedFS behind a 20 ms-per-request proxy (the S3
 ## latency model), and moto; writes docs/bench/RESULTS.md and chart.png (under 15 minutes from a fresh clone, build included).

@@ -1,0 +1,214 @@
+//! A loopback proxy for the bench's S3 latency model: it holds every HTTP request for a fixed
+//! delay before forwarding it to the peer, and logs each call (method, path, bytes each way,
+//! when it arrived and when its answer left), so a read's requests, bytes and sequential
+//! round trips can be counted for both sides alike.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// One request through the proxy.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub method: String,
+    pub path: String,
+    /// Request bytes (head and body).
+    pub up: usize,
+    /// Answer bytes (head and body).
+    pub down: usize,
+    /// When the whole request had arrived.
+    pub start: Instant,
+    /// When the whole answer had been sent back.
+    pub end: Instant,
+}
+
+/// A running proxy and its call log.
+pub struct Proxy {
+    pub endpoint: String,
+    log: Arc<Mutex<Vec<Call>>>,
+}
+
+/// What a set of calls cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Account {
+    pub requests: usize,
+    pub bytes: usize,
+    /// The longest chain of calls each of which started after the one before it ended.
+    pub round_trips: usize,
+}
+
+impl Proxy {
+    /// Forget every call logged so far.
+    pub fn reset(&self) {
+        self.log.lock().unwrap().clear();
+    }
+
+    /// The calls logged since the last reset (and reset).
+    pub fn take(&self) -> Vec<Call> {
+        std::mem::take(&mut *self.log.lock().unwrap())
+    }
+}
+
+/// Requests, bytes and sequential round trips of `calls`.
+pub fn account(calls: &[Call]) -> Account {
+    // The longest chain of calls that do not overlap: take the earliest-ending call, then the
+    // earliest-ending one that starts after it, and so on (maximal by the exchange argument).
+    let mut by_end: Vec<&Call> = calls.iter().collect();
+    by_end.sort_by_key(|c| c.end);
+    let mut chain = 0;
+    let mut free_at: Option<Instant> = None;
+    for c in by_end {
+        if free_at.is_none_or(|t| c.start >= t) {
+            chain += 1;
+            free_at = Some(c.end);
+        }
+    }
+    Account {
+        requests: calls.len(),
+        bytes: calls.iter().map(|c| c.up + c.down).sum(),
+        round_trips: chain,
+    }
+}
+
+/// Start a proxy in front of `upstream` (host:port) holding each request for `delay`.
+pub async fn start(upstream: String, delay: Duration) -> Proxy {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let l = log.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else {
+                return;
+            };
+            let _ = sock.set_nodelay(true);
+            let (upstream, log) = (upstream.clone(), l.clone());
+            tokio::spawn(async move {
+                let _ = serve(sock, &upstream, delay, &log).await;
+            });
+        }
+    });
+    Proxy { endpoint, log }
+}
+
+/// Read one HTTP/1.1 request (head and a Content-Length body); None at EOF.
+async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        if let Ok(httparse::Status::Complete(head_len)) = req.parse(buf) {
+            let len = req
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| {
+                    std::str::from_utf8(h.value)
+                        .ok()?
+                        .trim()
+                        .parse::<usize>()
+                        .ok()
+                })
+                .unwrap_or(0);
+            while buf.len() < head_len + len {
+                let mut chunk = [0u8; 65536];
+                let n = sock.read(&mut chunk).await?;
+                if n == 0 {
+                    return Ok(None);
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Ok(Some(buf.drain(..head_len + len).collect()));
+        }
+        let mut chunk = [0u8; 65536];
+        let n = sock.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn head_end(bytes: &[u8]) -> usize {
+    bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(bytes.len(), |p| p + 4)
+}
+
+/// Forward one request on a fresh upstream connection (`Connection: close`); the whole answer.
+async fn forward(upstream: &str, request: &[u8]) -> std::io::Result<Vec<u8>> {
+    let end = head_end(request);
+    let head = String::from_utf8_lossy(&request[..end]);
+    let mut out = String::new();
+    for line in head.split("\r\n") {
+        if line.to_ascii_lowercase().starts_with("connection:") || line.is_empty() {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("Connection: close\r\n\r\n");
+    let mut up = TcpStream::connect(upstream).await?;
+    let _ = up.set_nodelay(true);
+    up.write_all(out.as_bytes()).await?;
+    up.write_all(&request[end..]).await?;
+    let mut answer = Vec::new();
+    up.read_to_end(&mut answer).await?;
+    Ok(answer)
+}
+
+/// The answer made keep-alive safe: its length stated (a HEAD answer keeps its own headers).
+fn keep_alive(answer: Vec<u8>, head_request: bool) -> Vec<u8> {
+    let end = head_end(&answer);
+    let head = String::from_utf8_lossy(&answer[..end]);
+    let body = &answer[end..];
+    let mut out = String::new();
+    for line in head.split("\r\n") {
+        let l = line.to_ascii_lowercase();
+        let framing = l.starts_with("content-length:") || l.starts_with("transfer-encoding:");
+        if l.starts_with("connection:") || (framing && !head_request) || line.is_empty() {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    if !head_request {
+        out.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    out.push_str("\r\n");
+    let mut v = out.into_bytes();
+    v.extend_from_slice(body);
+    v
+}
+
+async fn serve(
+    mut sock: TcpStream,
+    upstream: &str,
+    delay: Duration,
+    log: &Mutex<Vec<Call>>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some(request) = read_request(&mut sock, &mut buf).await? {
+        let start = Instant::now();
+        let line = String::from_utf8_lossy(&request[..request.len().min(2048)]);
+        let mut words = line.split_whitespace();
+        let method = words.next().unwrap_or_default().to_string();
+        let path = words.next().unwrap_or_default().to_string();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let answer = keep_alive(forward(upstream, &request).await?, method == "HEAD");
+        sock.write_all(&answer).await?;
+        log.lock().unwrap().push(Call {
+            up: request.len(),
+            down: answer.len(),
+            method,
+            path,
+            start,
+            end: Instant::now(),
+        });
+    }
+    Ok(())
+}

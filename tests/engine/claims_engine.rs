@@ -1,0 +1,297 @@
+//! Claims at the engine, raced on real stores (a local folder, S3 on moto): all or nothing, one
+//! holder per change, and a session that skips records another run holds and clears its own
+//! claims as their records land.
+
+use testkit as common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use choudoufu_live::engine::claims::{self, ClaimRefused, Claims, Liveness, Wanted};
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::operation::Operation;
+use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::session::{RunInfo, Session};
+use common::state::doc;
+use common::{Fixture, Kind};
+use tokio::sync::Barrier;
+
+const RUNS: usize = 8;
+const ROUNDS: usize = 5;
+
+fn want(address: &str, deps: &[&str]) -> Wanted {
+    Wanted {
+        address: address.to_string(),
+        operation: Operation::Update,
+        dependencies: deps.iter().map(|d| d.to_string()).collect(),
+    }
+}
+
+async fn live(f: &Fixture, layout: &Layout, run: &str) -> Arc<Liveness> {
+    Liveness::start(
+        f.peer().await,
+        layout.clone(),
+        run,
+        ProgramStamp::default(),
+        Duration::from_secs(60),
+    )
+}
+
+/// Eight runs each claim a shared change and one of their own at once: exactly one gets both, the others hold nothing.
+async fn claims_are_all_or_nothing(kind: Kind) {
+    let f = Fixture::new(kind, "claimrace").await;
+    let layout = Layout::new(EstateName::parse("race").unwrap());
+    let mut lives = Vec::new();
+    for i in 0..RUNS {
+        lives.push(live(&f, &layout, &format!("run-{i}")).await);
+    }
+    for round in 0..ROUNDS {
+        let shared = format!("terraform_data.shared{round}");
+        let barrier = Arc::new(Barrier::new(RUNS));
+        let mut tasks = Vec::new();
+        for (i, run) in lives.iter().enumerate() {
+            let store = f.peer().await;
+            let layout = layout.clone();
+            let barrier = barrier.clone();
+            let run = run.clone();
+            let wanted = vec![
+                want(&shared, &[]),
+                want(&format!("terraform_data.own{round}_{i}"), &[]),
+            ];
+            tasks.push(tokio::spawn(async move {
+                barrier.wait().await;
+                Claims::claim(&store, &layout, &run, &wanted).await.unwrap()
+            }));
+        }
+        let mut held = Vec::new();
+        for (i, t) in tasks.into_iter().enumerate() {
+            if let Ok(claims) = t.await.unwrap() {
+                held.push((i, claims));
+            }
+        }
+        assert_eq!(
+            held.len(),
+            1,
+            "round {round}: exactly one run holds the shared change"
+        );
+        let (winner, claims) = &held[0];
+        let marks: BTreeSet<String> = claims::read_marks(&f.store, &layout)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|(m, _)| {
+                assert_eq!(m.run_id, format!("run-{winner}"), "round {round}: {m:?}");
+                m.address
+            })
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                shared.clone(),
+                format!("terraform_data.own{round}_{winner}")
+            ]
+            .into(),
+            "round {round}: the losers hold nothing"
+        );
+        assert_eq!(claims.release().await.unwrap(), 2);
+        assert!(
+            claims::read_marks(&f.store, &layout)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+    for l in lives {
+        l.end().await.unwrap();
+    }
+}
+
+/// Two runs claiming related resources at once: they never both hold them.
+async fn related_claims_never_both_land(kind: Kind) {
+    let f = Fixture::new(kind, "deprace").await;
+    let layout = Layout::new(EstateName::parse("deps").unwrap());
+    let run_x = live(&f, &layout, "run-x").await;
+    let run_y = live(&f, &layout, "run-y").await;
+    for round in 0..ROUNDS {
+        let (x, y) = (
+            format!("terraform_data.x{round}"),
+            format!("terraform_data.y{round}"),
+        );
+        let barrier = Arc::new(Barrier::new(2));
+        let claim =
+            |store: choudoufu_live::store::DynStore, run: Arc<Liveness>, wanted: Vec<Wanted>| {
+                let barrier = barrier.clone();
+                let layout = layout.clone();
+                async move {
+                    barrier.wait().await;
+                    Claims::claim(&store, &layout, &run, &wanted).await.unwrap()
+                }
+            };
+        let (sx, sy) = (f.peer().await, f.peer().await);
+        let (rx, ry) = tokio::join!(
+            claim(sx, run_x.clone(), vec![want(&x, &[])]),
+            claim(sy, run_y.clone(), vec![want(&y, &[x.as_str()])]),
+        );
+        assert!(
+            !(rx.is_ok() && ry.is_ok()),
+            "round {round}: y and the x it depends on were both claimed"
+        );
+        for c in [rx.ok(), ry.ok()].into_iter().flatten() {
+            c.release().await.unwrap();
+        }
+    }
+}
+
+/// A session skips a record outside its changes that another live run holds, and clears its own claims as records land.
+async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
+    let f = Fixture::new(kind, "sessclaims").await;
+    let layout = Layout::new(EstateName::parse("sess").unwrap());
+    let run = |id: &str| RunInfo {
+        run_id: id.to_string(),
+        program: ProgramStamp::default(),
+    };
+    let seed = Session::open(f.peer().await, layout.clone(), run("seed"))
+        .await
+        .unwrap();
+    seed.write_state(&doc("l", &[("db", "1"), ("dns", "1")]))
+        .await
+        .unwrap();
+    // Run R holds db.
+    let live_r = live(&f, &layout, "r").await;
+    let r_claims = Claims::claim(
+        &f.store,
+        &layout,
+        &live_r,
+        &[want("terraform_data.db", &[])],
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    // Run S changes dns only, and its document rewrites db too (as a refresh would).
+    let live_s = live(&f, &layout, "s").await;
+    let s_claims = Arc::new(
+        Claims::claim(
+            &f.store,
+            &layout,
+            &live_s,
+            &[want("terraform_data.dns", &[])],
+        )
+        .await
+        .unwrap()
+        .unwrap(),
+    );
+    let s = Session::open(f.peer().await, layout.clone(), run("s"))
+        .await
+        .unwrap();
+    s.limit_changes([layout.resource_key("terraform_data.dns")].into())
+        .await;
+    s.hold(s_claims.clone()).await;
+    let report = s
+        .write_state(&doc("l", &[("db", "refreshed"), ("dns", "2")]))
+        .await
+        .unwrap();
+    assert_eq!(report.updated, ["terraform_data.dns"]);
+    assert_eq!(report.skipped, ["terraform_data.db"]);
+    assert!(report.conflicts.is_empty());
+    assert!(
+        s_claims.addresses().is_empty(),
+        "dns's claim was cleared as it landed"
+    );
+    let marks: Vec<String> = claims::read_marks(&f.store, &layout)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(m, _)| m.address)
+        .collect();
+    assert_eq!(marks, ["terraform_data.db"], "R's claim stands");
+    // R's own change of db lands against the version it read: S did not move it.
+    let r = Session::open(f.peer().await, layout.clone(), run("r"))
+        .await
+        .unwrap();
+    let report = r
+        .write_state(&doc("l", &[("db", "2"), ("dns", "2")]))
+        .await
+        .unwrap();
+    assert!(report.conflicts.is_empty(), "{report:?}");
+    assert_eq!(report.updated, ["terraform_data.db"]);
+    r_claims.release().await.unwrap();
+}
+
+/// Before its first heartbeat a run has no run record and its marks alone keep its claims:
+/// another run is refused, naming it; a run that ends within one interval leaves no run record.
+async fn a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat(kind: Kind) {
+    let f = Fixture::new(kind, "markwindow").await;
+    let layout = Layout::new(EstateName::parse("window").unwrap());
+    // A 60 s heartbeat: no beat falls within this test.
+    let (r, s) = (live(&f, &layout, "r").await, live(&f, &layout, "s").await);
+    let db = [want("terraform_data.db", &[])];
+    let claims = Claims::claim(&f.store, &layout, &r, &db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        f.store.get(&layout.run_key("r")).await.unwrap().is_none(),
+        "no run record before the first heartbeat"
+    );
+    match Claims::claim(&f.store, &layout, &s, &db).await.unwrap() {
+        Err(ClaimRefused::Change(e)) => {
+            assert_eq!(e.held.len(), 1);
+            assert_eq!(e.held[0].holder.run_id, "r", "{e}");
+        }
+        Err(other) => panic!("refused for another reason: {other}"),
+        Ok(taken) => panic!(
+            "s took over the claim of r, a run alive by its mark: {:?}",
+            taken.taken_over()
+        ),
+    }
+    assert_eq!(claims.release().await.unwrap(), 1);
+    r.end().await.unwrap();
+    s.end().await.unwrap();
+    for run in ["r", "s"] {
+        assert!(
+            f.store.get(&layout.run_key(run)).await.unwrap().is_none(),
+            "run {run} ended within one interval and left no run record"
+        );
+    }
+}
+
+/// A run's first heartbeat writes its run record (alive), and its end removes it.
+async fn a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it(kind: Kind) {
+    let f = Fixture::new(kind, "firstbeat").await;
+    let layout = Layout::new(EstateName::parse("beat").unwrap());
+    let run = Liveness::start(
+        f.peer().await,
+        layout.clone(),
+        "b",
+        ProgramStamp::default(),
+        Duration::from_millis(200),
+    );
+    let mut record = None;
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        record = claims::read_run(&f.store, &layout, "b").await.unwrap();
+        if record.is_some() {
+            break;
+        }
+    }
+    let record = record.expect("the first heartbeat wrote the run record");
+    assert!(record.alive_now(), "{record:?}");
+    run.end().await.unwrap();
+    assert!(
+        f.store.get(&layout.run_key("b")).await.unwrap().is_none(),
+        "the run's end removed its record"
+    );
+}
+
+testkit::per_kind!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    local => Local, s3 => S3;
+    [
+        claims_are_all_or_nothing,
+        related_claims_never_both_land,
+        a_session_skips_held_records_and_clears_its_claims,
+        a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat,
+        a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it,
+    ]
+);

@@ -1,0 +1,8 @@
+//! The engine over a store: sessions, claims, the read image and cache, the state format and its fixtures.
+
+mod claims_engine;
+mod properties;
+mod read_cache;
+mod read_image;
+mod session;
+mod state_fixtures;

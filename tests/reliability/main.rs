@@ -1,0 +1,5 @@
+//! Load over time and kills at every step: `make test` runs their short versions, `make
+//! reliability` their long ones (`--ignored`).
+
+mod kills;
+mod load;

@@ -1,0 +1,174 @@
+//! Faults between the store client and moto: 500s, 503 SlowDown, resets, and answers lost after
+//! the store applied the write. Runs keep going through retries; a write that landed but whose
+//! answer was lost is recognised as landed, never reported as a conflict; nothing lost or doubled.
+
+use testkit as common;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::session::{RunInfo, Session};
+use choudoufu_live::store::s3::S3Store;
+use choudoufu_live::store::{DynStore, Precondition, WriteOutcome, list_all, put_conditional};
+use futures::StreamExt;
+
+async fn through_proxy(
+    tag: &str,
+    rate: u32,
+    seed: u64,
+) -> (DynStore, DynStore, common::fault_proxy::Proxy) {
+    let (direct, bucket) = common::s3_store(tag).await;
+    let upstream = common::s3_endpoint()
+        .trim_start_matches("http://")
+        .to_string();
+    let proxy = common::fault_proxy::start(upstream, rate, seed).await;
+    let mut settings = common::s3_settings(&bucket);
+    settings.endpoint = Some(proxy.endpoint.clone());
+    let faulty: DynStore = Arc::new(S3Store::connect(&settings).await);
+    (faulty, Arc::new(direct), proxy)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conditional_writes_survive_faults_and_lost_answers() {
+    let (faulty, direct, proxy) = through_proxy("faults", 25, 0x5eed_0001).await;
+    let keys: Vec<usize> = (0..40).collect();
+    let results: Vec<(usize, Vec<u8>)> = futures::stream::iter(keys)
+        .map(|i| {
+            let s = faulty.clone();
+            async move {
+                let key = format!("tofu-records/f/r/k{i:03}");
+                let mut last = Vec::new();
+                let mut version: Option<choudoufu_live::store::Version> = None;
+                for round in 0..3 {
+                    let bytes = format!("{{\"key\":{i},\"round\":{round},\"writer\":\"run-1\"}}")
+                        .into_bytes();
+                    let precondition = match &version {
+                        Some(v) => Precondition::Matches(v.clone()),
+                        None => Precondition::Absent,
+                    };
+                    match put_conditional(s.as_ref(), &key, &bytes, &precondition).await {
+                        Ok(WriteOutcome::Written(v)) => {
+                            version = Some(v);
+                            last = bytes;
+                        }
+                        other => {
+                            panic!("{key} round {round}: our own write was reported as {other:?}")
+                        }
+                    }
+                }
+                if i % 2 == 1 {
+                    match s.delete(&key, version.as_ref().unwrap()).await {
+                        Ok(WriteOutcome::Written(())) => {}
+                        // Its first try landed and the answer was lost: the retry finds it gone.
+                        Ok(WriteOutcome::Conflict(c)) if c.found.is_none() => {}
+                        other => panic!("{key}: delete gave {other:?}"),
+                    }
+                    last.clear();
+                }
+                (i, last)
+            }
+        })
+        .buffer_unordered(8)
+        .collect()
+        .await;
+    // The store, read directly: exactly the even keys, each with its last write's bytes.
+    let listed = list_all(direct.as_ref(), "tofu-records/f/").await.unwrap();
+    let expected: BTreeMap<String, Vec<u8>> = results
+        .into_iter()
+        .filter(|(_, b)| !b.is_empty())
+        .map(|(i, b)| (format!("tofu-records/f/r/k{i:03}"), b))
+        .collect();
+    assert_eq!(
+        listed.iter().map(|l| l.key.clone()).collect::<Vec<_>>(),
+        expected.keys().cloned().collect::<Vec<_>>(),
+        "no record lost or doubled"
+    );
+    for (key, bytes) in &expected {
+        assert_eq!(
+            &direct.get(key).await.unwrap().unwrap().bytes,
+            bytes,
+            "{key}"
+        );
+    }
+    let c = &proxy.counts;
+    eprintln!(
+        "faults: {} requests, injected {} (500: {}, 503 SlowDown: {}, reset: {}, lost answer: {}), all survived",
+        c.requests.load(Ordering::SeqCst),
+        c.injected(),
+        c.internal.load(Ordering::SeqCst),
+        c.slowdown.load(Ordering::SeqCst),
+        c.reset.load(Ordering::SeqCst),
+        c.lost.load(Ordering::SeqCst)
+    );
+    for (what, n) in [
+        ("500", &c.internal),
+        ("503", &c.slowdown),
+        ("reset", &c.reset),
+        ("lost answer", &c.lost),
+    ] {
+        assert!(
+            n.load(Ordering::SeqCst) > 0,
+            "no {what} fault was injected: the test proves nothing about it"
+        );
+    }
+}
+
+fn doc(values: &BTreeMap<String, String>) -> Vec<u8> {
+    common::state::doc_of("l", values)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_writes_through_faults_without_false_conflicts() {
+    let (faulty, direct, proxy) = through_proxy("sessfaults", 25, 0x5eed_0002).await;
+    let layout = Layout::new(EstateName::parse("faulty").unwrap());
+    let session = Session::new(
+        faulty,
+        layout.clone(),
+        RunInfo::new(ProgramStamp::default()),
+    );
+    let mut values: BTreeMap<String, String> = (0..12)
+        .map(|i| (format!("r{i}"), "0".to_string()))
+        .collect();
+    for round in 1..=10 {
+        for (i, (_, v)) in values.iter_mut().enumerate() {
+            if (i + round) % 3 == 0 {
+                *v = round.to_string();
+            }
+        }
+        if round == 5 {
+            values.remove("r0");
+        }
+        let report = session.write_state(&doc(&values)).await.unwrap();
+        assert!(
+            report.conflicts.is_empty(),
+            "round {round}: a false conflict: {:?}",
+            report.conflicts
+        );
+    }
+    let read = Session::open(direct, layout, RunInfo::new(ProgramStamp::default()))
+        .await
+        .unwrap();
+    let stored: BTreeMap<String, String> = read
+        .snapshot()
+        .await
+        .records
+        .values()
+        .map(|e| {
+            (
+                e.record
+                    .address()
+                    .trim_start_matches("terraform_data.")
+                    .to_string(),
+                e.record.instance().unwrap()["attributes"]["input"]["value"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(stored, values, "the store holds exactly the last document");
+    assert!(proxy.counts.injected() > 0);
+}
