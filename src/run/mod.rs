@@ -21,7 +21,7 @@ use std::time::Duration;
 use clap::Args;
 use thiserror::Error;
 
-use super::{Backend, RunSummary, Server};
+use crate::frontdoor::http::{self, Backend, RunSummary, Server};
 use crate::config::migration::check_backend_for_run;
 use crate::config::{ConfigError, LiveConfig};
 use crate::cut::{Mechanism, StockLock, cut};
@@ -233,7 +233,7 @@ impl Attempt {
     /// Start serving (once) and give the server.
     async fn serve(&mut self, ctx: &Ctx) -> Result<&Server, RunError> {
         if self.server.is_none() {
-            let server = super::serve(self.backend.clone()).await?;
+            let server = http::serve(self.backend.clone()).await?;
             tracing::info!(url = %server.state_url(), estate = %ctx.config.estate, "serving state for this run");
             self.server = Some(server);
         }
