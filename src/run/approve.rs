@@ -2,7 +2,7 @@
 
 use std::io::{Read, Write};
 
-use super::args::PlanKind;
+use super::command::PlanKind;
 use super::terraform::Signals;
 
 /// What the user answered.

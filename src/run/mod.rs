@@ -6,7 +6,7 @@
 //! Every other command runs as given.
 
 mod approve;
-pub mod args;
+pub mod command;
 mod claims;
 mod flush;
 mod outputs;
@@ -33,7 +33,7 @@ use crate::engine::read_cache::ReadCache;
 use crate::engine::session::{RunInfo, Session, SessionError};
 use crate::frontdoor::NO_LOCK;
 use crate::store::{self, DynStore, StoreError, WriteGuard};
-use args::{ApplyCommand, TfCommand};
+use command::{ApplyCommand, TfCommand};
 use terraform::{Signals, Terraform};
 
 /// Why `run` stopped before or around terraform (terraform's own failures are its exit status).
@@ -315,7 +315,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
     };
     let mut signals = Signals::install()?;
     let apply = match ctx.cmd.sub() {
-        Some("apply" | "destroy") => args::apply_command(&ctx.cmd),
+        Some("apply" | "destroy") => command::apply_command(&ctx.cmd),
         _ => ApplyCommand::AsGiven,
     };
     let result = match &apply {
@@ -353,7 +353,7 @@ async fn as_given(ctx: &mut Ctx, signals: &mut Signals) -> Result<i32, RunError>
         return Ok(code);
     }
     summary::warn_unrecorded_after(ctx, &backend).await;
-    if let Some(file) = args::saved_plan_out(&ctx.cmd) {
+    if let Some(file) = command::saved_plan_out(&ctx.cmd) {
         let file = ctx.cmd.dir().join(file);
         if matches!(status.code(), Some(0) | Some(2)) && file.is_file() {
             summary::stamp_plan(&backend, &ctx.layout, &ctx.store_name, &file).await?;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use super::args::ApplySplit;
+use super::command::ApplySplit;
 use super::summary::list;
 use super::terraform::{PlanDir, Signals};
 use super::{Attempt, Ctx, RunError};

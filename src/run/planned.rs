@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::approve::{self, Answer};
-use super::args::ApplySplit;
+use super::command::ApplySplit;
 use super::claims::{self, Claimed};
 use super::flush::{self, Flushed};
 use super::outputs::{self, Reconcile};
@@ -179,7 +179,7 @@ pub async fn planned_apply(
         }
         let json = ctx.tf.show_json(&plan).await?;
         let set = ChangeSet::from_plan_json(&json)?;
-        let ephemeral = super::args::ephemeral_variables(&ctx.cmd.dir(), &json);
+        let ephemeral = super::command::ephemeral_variables(&ctx.cmd.dir(), &json);
         let needs_approval = json["applyable"].as_bool().unwrap_or(true);
         if !split.auto_approve && needs_approval {
             match approve::ask(split.kind, !split.no_color, signals).await {
