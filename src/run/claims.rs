@@ -1,168 +1,176 @@
-//! The claim step: claim a plan's changes before terraform applies them, or wait (`--wait`) for the runs in the way.
+//! Every use `run` makes of the engine's claims, in this one file: this run's liveness, the
+//! claims an attempt holds, a refusal, and the gone runs' claims taken over.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::terraform::Signals;
-use super::{Ctx, EXIT_IN_FLIGHT, RunError};
-use crate::cloud::aws::markers::AwsLister;
-use crate::engine::markers::Family;
-use crate::engine::pending::{self, ClaimRefused, Claims, Holder, Wanted, resource_of};
-use crate::telemetry::{self, ConflictKind};
+use super::error::RunError;
+use super::say;
+use crate::cut::{Mechanism, cut};
+use crate::engine::layout::Layout;
+use crate::engine::pending::{self, ClaimRefused, Claims, Liveness};
+use crate::engine::plan_stamp::ChangeSet;
+use crate::engine::program::ProgramStamp;
+use crate::engine::session::Session;
+use crate::store::{DynStore, StoreError};
 
-/// What the claim step came to.
-pub enum Claimed {
-    /// Every change is this run's now.
-    Held(Arc<Claims>),
-    /// The claims in the way were released while this run waited: plan (or claim) again.
-    Released,
-    /// Refused: the exit status to end the run with (the refusal is printed).
-    Refused(i32),
+/// This run's liveness: its heartbeat starts with its first claim and ends with the run.
+pub struct Heartbeat {
+    interval: Duration,
+    live: Option<Arc<Liveness>>,
 }
 
-/// Claim `wanted` for this run; with `--wait`, wait until `deadline` for the claims in the way.
-pub async fn claim(
-    ctx: &mut Ctx,
-    wanted: &[Wanted],
-    deadline: Option<Instant>,
-    signals: &mut Signals,
-) -> Result<Claimed, RunError> {
-    let live = ctx.alive();
-    let refused = match Claims::claim(&ctx.store, &ctx.layout, &live, wanted).await? {
+impl Heartbeat {
+    /// A heartbeat every `interval`, not started yet.
+    pub fn new(interval: Duration) -> Heartbeat {
+        Heartbeat {
+            interval,
+            live: None,
+        }
+    }
+
+    /// This run's liveness, its heartbeat started on first use.
+    fn live(&mut self, store: &DynStore, layout: &Layout, run: &Runner<'_>) -> Arc<Liveness> {
+        let interval = self.interval;
+        self.live
+            .get_or_insert_with(|| {
+                Liveness::start(
+                    store.clone(),
+                    layout.clone(),
+                    run.run_id,
+                    run.program.clone(),
+                    interval,
+                )
+            })
+            .clone()
+    }
+
+    /// Say this run has ended (its run record, if a heartbeat wrote one, is removed).
+    pub async fn end(&mut self) {
+        if let Some(live) = self.live.take()
+            && let Err(e) = live.end().await
+        {
+            say::run_record_left(e);
+        }
+    }
+}
+
+/// The run that claims: its id and program stamp.
+pub struct Runner<'a> {
+    /// The run's id.
+    pub run_id: &'a str,
+    /// Its program stamp.
+    pub program: &'a ProgramStamp,
+}
+
+/// The claims an attempt holds: none (nothing to claim), or every change of its plan.
+#[derive(Default)]
+pub struct Hold(Option<Arc<Claims>>);
+
+impl Hold {
+    /// Let `session` write the held changes' records (its writes then keep the claims in place).
+    pub async fn lend(&self, session: &Session) {
+        if let Some(c) = &self.0 {
+            session.hold(c.clone()).await;
+        }
+    }
+
+    /// Release the claims; a failure is said, and the claims are taken over once the heartbeat stops.
+    pub async fn release(self) {
+        if let Some(c) = self.0
+            && let Err(e) = c.release().await
+        {
+            say::claims_not_released(e);
+        }
+    }
+
+    /// What taking over gone runs' claims means, one message per gone run (none when nothing was taken over).
+    pub fn takeover_messages(&self) -> Vec<String> {
+        self.0
+            .as_ref()
+            .map(|c| pending::takeover_messages(c.taken_over()))
+            .unwrap_or_default()
+    }
+
+    /// The addresses of the gone runs' claims taken over, with their resource type.
+    pub fn taken_over(&self) -> Vec<(String, Option<String>)> {
+        let Some(c) = &self.0 else {
+            return Vec::new();
+        };
+        c.taken_over()
+            .iter()
+            .map(|t| {
+                let resource = pending::resource_of(&t.address);
+                let mut parts = resource.rsplit('.');
+                let ty = match (parts.next(), parts.next()) {
+                    (_, Some(ty)) => Some(ty.to_string()),
+                    _ => None,
+                };
+                (t.address.clone(), ty)
+            })
+            .collect()
+    }
+}
+
+/// Claims refused: another live run holds some of the changes, or a resource they depend on.
+pub struct Refusal(ClaimRefused);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Refusal {
+    /// The refusal's error name.
+    pub fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    /// Who still holds the claims in the way (`RUNS to release ADDRESSES`); none once they are all released.
+    pub async fn still_held(
+        &self,
+        store: &DynStore,
+        layout: &Layout,
+    ) -> Result<Option<String>, StoreError> {
+        let in_the_way = pending::still_in_the_way(store, layout, &self.0).await?;
+        Ok((!in_the_way.is_empty())
+            .then(|| say::holders(in_the_way.iter().map(|(a, h)| (a.as_str(), h.to_string())))))
+    }
+}
+
+/// What a claim came to.
+pub enum Claim {
+    /// Every change is the run's now (or there was nothing to claim).
+    Held(Hold),
+    /// Refused: nothing of it is held.
+    Refused(Refusal),
+}
+
+/// Claim `set`'s changes for `run`, after `session`'s write guard passed (nothing to claim: an empty hold).
+pub async fn claim_set(
+    heartbeat: &mut Heartbeat,
+    store: &DynStore,
+    layout: &Layout,
+    run: Runner<'_>,
+    session: &Session,
+    set: &ChangeSet,
+) -> Result<Claim, RunError> {
+    let wanted = set.wanted();
+    if wanted.is_empty() || cut(Mechanism::Claims) {
+        return Ok(Claim::Held(Hold::default()));
+    }
+    // An unsafe store gets nothing written, not even this run's record or a claim.
+    session.check_guard().await?;
+    let live = heartbeat.live(store, layout, &run);
+    Ok(match Claims::claim(store, layout, &live, &wanted).await? {
         Ok(claims) => {
             tracing::info!(
                 claims = claims.addresses().len(),
                 "claimed this plan's changes"
             );
-            report_takeovers(ctx, &claims).await;
-            return Ok(Claimed::Held(Arc::new(claims)));
+            Claim::Held(Hold(Some(Arc::new(claims))))
         }
-        Err(refused) => refused,
-    };
-    telemetry::metrics().conflicts(ConflictKind::InFlight, 1);
-    let Some(deadline) = deadline else {
-        eprintln!("choudoufu-live: {refused}");
-        eprintln!(
-            "choudoufu-live: to wait for it instead of stopping, run with --wait=DURATION (e.g. `choudoufu-live run --wait=10m -- terraform apply`)."
-        );
-        return Ok(Claimed::Refused(EXIT_IN_FLIGHT));
-    };
-    wait_released(ctx, refused, deadline, signals).await
-}
-
-fn describe(in_the_way: &[(String, Holder)]) -> String {
-    let runs: BTreeSet<String> = in_the_way.iter().map(|(_, h)| h.to_string()).collect();
-    let addresses: BTreeSet<&str> = in_the_way.iter().map(|(a, _)| a.as_str()).collect();
-    format!(
-        "{} to release {}",
-        runs.into_iter().collect::<Vec<_>>().join(", "),
-        addresses.into_iter().collect::<Vec<_>>().join(", ")
-    )
-}
-
-/// Poll, with backoff, until the claims in the way are gone or `deadline` passes.
-async fn wait_released(
-    ctx: &Ctx,
-    refused: ClaimRefused,
-    deadline: Instant,
-    signals: &mut Signals,
-) -> Result<Claimed, RunError> {
-    let mut delay = Duration::from_millis(250);
-    let mut told = String::new();
-    loop {
-        let in_the_way = pending::still_in_the_way(&ctx.store, &ctx.layout, &refused).await?;
-        if in_the_way.is_empty() {
-            eprintln!(
-                "choudoufu-live: the claims in the way were released; planning again from the records as they are now"
-            );
-            return Ok(Claimed::Released);
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            eprintln!("choudoufu-live: {refused}");
-            eprintln!(
-                "choudoufu-live: waited {} (--wait); {} still hold them.",
-                humantime::format_duration(Duration::from_secs(
-                    ctx.wait.map_or(0, |w| w.as_secs())
-                )),
-                describe(&in_the_way)
-            );
-            return Ok(Claimed::Refused(EXIT_IN_FLIGHT));
-        }
-        let who = describe(&in_the_way);
-        if who != told {
-            let left = Duration::from_secs((deadline - now).as_secs());
-            eprintln!(
-                "choudoufu-live: {}: waiting up to {} for {who}",
-                refused.name(),
-                humantime::format_duration(left)
-            );
-            told = who;
-        }
-        let jitter = Duration::from_millis(rand::random_range(0..200));
-        let sleep = (delay + jitter).min(deadline - now);
-        tokio::select! {
-            _ = tokio::time::sleep(sleep) => {}
-            _ = signals.stop() => {
-                eprintln!("choudoufu-live: interrupted while waiting; nothing was applied and this run holds no claim");
-                return Ok(Claimed::Refused(1));
-            }
-        }
-        delay = (delay * 2).min(Duration::from_secs(2));
-    }
-}
-
-/// Say which gone runs' claims this run took over, and what it means; list their marked objects when markers are configured.
-async fn report_takeovers(ctx: &Ctx, claims: &Claims) {
-    let taken = claims.taken_over();
-    if taken.is_empty() {
-        return;
-    }
-    for message in pending::takeover_messages(taken) {
-        eprintln!("choudoufu-live: warning: {message}");
-    }
-    let Some(listing) = &ctx.config.markers else {
-        return;
-    };
-    let lister = match AwsLister::from_json(&listing.provider_json()).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!(
-                "choudoufu-live: warning: no listing of the taken-over objects' markers: {e}"
-            );
-            return;
-        }
-    };
-    for t in taken {
-        let resource = resource_of(&t.address);
-        let mut parts = resource.rsplit('.');
-        let (_, Some(ty)) = (parts.next(), parts.next()) else {
-            continue;
-        };
-        if Family::of("", ty) != Some(Family::Aws) {
-            continue;
-        }
-        match lister
-            .with_markers(ctx.config.estate.as_str(), ty, &t.address)
-            .await
-        {
-            Ok(objects) if objects.is_empty() => eprintln!(
-                "choudoufu-live: no live object carries the markers of {} (estate {})",
-                t.address, ctx.config.estate
-            ),
-            Ok(objects) => {
-                for o in objects {
-                    eprintln!(
-                        "choudoufu-live: marked object {} carries the markers of {} (estate {}): the gone run may have made it",
-                        o.arn, t.address, ctx.config.estate
-                    );
-                }
-            }
-            Err(e) => eprintln!(
-                "choudoufu-live: warning: listing the markers of {} failed: {e}",
-                t.address
-            ),
-        }
-    }
+        Err(refused) => Claim::Refused(Refusal(refused)),
+    })
 }

@@ -1,12 +1,14 @@
 //! Outputs are not claimed: when an output's write meets another run's newer value, `run` plans again from the records and applies the outputs alone.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
 use super::command::ApplySplit;
-use super::summary::list;
-use super::terraform::{PlanDir, Signals};
-use super::{Attempt, Ctx, RunError};
-use crate::engine::plan_stamp::{ChangeSet, PlanStamp};
+use super::context::{Attempt, Ctx};
+use super::error::RunError;
+use super::say;
+use super::steps::{self, Applied, Plan};
+use super::terraform::PlanDir;
 
 /// How to plan and apply the outputs again.
 pub struct Reconcile {
@@ -46,12 +48,12 @@ impl Reconcile {
     }
 }
 
-/// Say that `stale` outputs were not brought up to date, and why.
-pub fn say_stale(stale: &BTreeSet<String>, why: &str) {
-    eprintln!(
-        "choudoufu-live: warning: output(s) {} are stale: another run wrote a newer value after this run read them, and nothing of it was overwritten, so the stored value may not reflect this run's changes. They were not reconciled: {why}. Apply again (`choudoufu-live run -- terraform apply`) to bring them up to date.",
-        list(stale)
-    );
+/// What one attempt at reconciling came to.
+enum Reconciled {
+    /// Done: reconciled, or left stale (and said why).
+    Done,
+    /// Other runs moved these outputs again: plan again.
+    Again(BTreeSet<String>),
 }
 
 /// Plan again with `-refresh=false` from the records as they are now; apply it when it changes outputs only.
@@ -59,94 +61,72 @@ pub async fn reconcile(
     ctx: &mut Ctx,
     mut stale: BTreeSet<String>,
     how: &Reconcile,
-    signals: &mut Signals,
 ) -> Result<(), RunError> {
     let dir = PlanDir::new()?;
     let plan = dir.file("outputs.tfplan");
     for _ in 0..3 {
-        eprintln!(
-            "choudoufu-live: output(s) {} met another run's newer value (nothing was overwritten); planning again with -refresh=false from the records as they are now, to bring the outputs up to date",
-            list(&stale)
-        );
+        say::reconciling(&stale);
         let _ = std::fs::remove_file(&plan);
         let mut attempt = Attempt::start(ctx).await?;
-        let mut args = vec!["plan".to_string(), format!("-out={}", plan.display())];
-        args.extend(how.plan.iter().cloned());
-        let mut env: Vec<(&str, &str)> = vec![("TF_IN_AUTOMATION", "1")];
-        env.extend(how.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        let server = attempt.serve(ctx).await?;
-        let status = ctx.tf.run(&args, server, &env, signals).await?;
-        if !status.success() {
-            attempt.stop().await;
-            say_stale(&stale, "the plan that reconciles them failed");
-            return Ok(());
+        let step = reconcile_once(ctx, &mut attempt, &plan, how, &stale).await;
+        attempt.end().await;
+        match step? {
+            Reconciled::Done => return Ok(()),
+            Reconciled::Again(again) => stale = again,
         }
-        let json = ctx.tf.show_json(&plan).await?;
-        let set = ChangeSet::from_plan_json(&json)?;
-        if !set.resources.is_empty() {
-            attempt.stop().await;
-            let names: Vec<&str> = set.resources.iter().map(|c| c.address.as_str()).collect();
-            say_stale(
-                &stale,
-                &format!(
-                    "planning again would change resources too ({}), which needs an apply of its own",
-                    names.join(", ")
-                ),
-            );
-            return Ok(());
-        }
-        if set.outputs.is_empty() {
-            attempt.stop().await;
-            eprintln!(
-                "choudoufu-live: the stored outputs already match every resource that landed"
-            );
-            return Ok(());
-        }
-        let session = attempt.session();
-        let Some(served) = session.served().await else {
-            attempt.stop().await;
-            say_stale(&stale, "the plan read no state");
-            return Ok(());
-        };
-        let bytes = std::fs::read(&plan).map_err(|source| RunError::File {
-            what: format!("cannot read the plan {}", plan.display()),
-            source,
-        })?;
-        let stamp = PlanStamp::new(
-            &ctx.layout,
-            &ctx.store_name,
-            &bytes,
-            served,
-            session.base().await,
-        );
-        session.refresh().await?;
-        let Ok(pin) = stamp.check(&set.keys(&ctx.layout), &session.snapshot().await) else {
-            stale = set.outputs.clone();
-            attempt.stop().await;
-            continue;
-        };
-        session.pin(pin).await;
-        session.reconcile_outputs().await;
-        let mut args = vec!["apply".to_string()];
-        args.extend(how.apply.iter().cloned());
-        args.push(plan.display().to_string());
-        let server = attempt.serve(ctx).await?;
-        let status = ctx.tf.run(&args, server, &[], signals).await?;
-        let again = attempt.session().stale_outputs().await;
-        attempt.stop().await;
-        if !status.success() {
-            say_stale(&stale, "the apply that reconciles them failed");
-            return Ok(());
-        }
-        if again.is_empty() {
-            eprintln!(
-                "choudoufu-live: reconciled output(s) {} from the records as they are now; no provider was called",
-                list(&set.outputs)
-            );
-            return Ok(());
-        }
-        stale = again;
     }
-    say_stale(&stale, "other runs kept writing them");
+    say::stale(&stale, "other runs kept writing them");
     Ok(())
+}
+
+/// One attempt: plan the outputs again, and apply the plan when it changes outputs only and none of them moved.
+async fn reconcile_once(
+    ctx: &Ctx,
+    attempt: &mut Attempt,
+    plan: &Path,
+    how: &Reconcile,
+    stale: &BTreeSet<String>,
+) -> Result<Reconciled, RunError> {
+    let mut args = vec!["plan".to_string(), format!("-out={}", plan.display())];
+    args.extend(how.plan.iter().cloned());
+    let mut env: Vec<(&str, &str)> = vec![("TF_IN_AUTOMATION", "1")];
+    env.extend(how.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let set = match steps::plan(ctx, attempt, &args, &env, plan).await? {
+        Plan::Failed(_) => {
+            say::stale(stale, "the plan that reconciles them failed");
+            return Ok(Reconciled::Done);
+        }
+        Plan::Made { set, .. } => set,
+    };
+    if !set.resources.is_empty() {
+        let names: Vec<&str> = set.resources.iter().map(|c| c.address.as_str()).collect();
+        say::stale(stale, &say::would_change_resources(&names));
+        return Ok(Reconciled::Done);
+    }
+    if set.outputs.is_empty() {
+        say::outputs_match();
+        return Ok(Reconciled::Done);
+    }
+    let Some(stamp) = steps::stamp(ctx, attempt.session(), plan).await? else {
+        say::stale(stale, "the plan read no state");
+        return Ok(Reconciled::Done);
+    };
+    let mut args = vec!["apply".to_string()];
+    args.extend(how.apply.iter().cloned());
+    args.push(plan.display().to_string());
+    let status =
+        match steps::apply_pinned(ctx, attempt, &stamp, &set.keys(&ctx.layout), &args).await? {
+            Applied::Ran(status) => status,
+            Applied::Moved(_) => return Ok(Reconciled::Again(set.outputs.clone())),
+        };
+    let again = attempt.session().stale_outputs().await;
+    if !status.success() {
+        say::stale(stale, "the apply that reconciles them failed");
+        return Ok(Reconciled::Done);
+    }
+    if again.is_empty() {
+        say::reconciled(&set.outputs);
+        return Ok(Reconciled::Done);
+    }
+    Ok(Reconciled::Again(again))
 }
