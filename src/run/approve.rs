@@ -54,7 +54,7 @@ pub async fn ask(kind: PlanKind, color: bool, signals: &Signals) -> Answer {
         match &answer {
             Answer::Approved => Answered::Yes,
             Answer::Cancelled => Answered::No,
-            Answer::Unanswered(why) => Answered::None(why),
+            Answer::Unanswered(why) => Answered::Unanswered(why),
         },
     );
     answer

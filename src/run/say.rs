@@ -476,7 +476,7 @@ pub enum Answered<'a> {
     /// Anything else.
     No,
     /// No answer, for this reason.
-    None(&'a str),
+    Unanswered(&'a str),
 }
 
 /// End the approval: a new line, terraform's words for a refusal, or its error for no answer.
@@ -490,7 +490,7 @@ pub fn answered(kind: PlanKind, answer: Answered<'_>) {
         Answered::No => {
             let _ = writeln!(out, "\n{cancelled}");
         }
-        Answered::None(why) => {
+        Answered::Unanswered(why) => {
             let _ = writeln!(out);
             eprintln!("\nError: error asking for approval: {why}\n");
         }
