@@ -46,6 +46,7 @@ struct Ran {
     reconcile: Reconcile,
 }
 
+/// Count and say a refused plan; the exit status for it.
 fn refuse_plan(e: PlanRefused) -> i32 {
     telemetry::metrics().conflicts(
         match &e {

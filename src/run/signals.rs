@@ -100,3 +100,41 @@ impl Drop for Signals {
         self.task.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A token fed by hand instead of by the operating system.
+    fn fed() -> (watch::Sender<Counts>, Signals) {
+        let (tx, caught) = watch::channel(Counts::default());
+        let signals = Signals {
+            caught,
+            taken: Taken::default(),
+            task: tokio::spawn(async {}),
+        };
+        (tx, signals)
+    }
+
+    async fn next_soon(signals: &Signals) -> Option<Caught> {
+        tokio::time::timeout(Duration::from_millis(50), signals.next())
+            .await
+            .ok()
+    }
+
+    #[tokio::test]
+    async fn each_signal_is_taken_once_and_signals_not_yet_taken_count_as_one() {
+        let (tx, signals) = fed();
+        assert_eq!(next_soon(&signals).await, None);
+        tx.send_modify(|c| c.interrupts += 2);
+        assert_eq!(next_soon(&signals).await, Some(Caught::Interrupt));
+        assert_eq!(next_soon(&signals).await, None, "taken once");
+        tx.send_modify(|c| c.terms += 1);
+        assert_eq!(next_soon(&signals).await, Some(Caught::Terminate));
+        tx.send_modify(|c| c.interrupts += 1);
+        signals.stop().await;
+        assert_eq!(next_soon(&signals).await, None);
+    }
+}
