@@ -8,7 +8,8 @@
 //! - [`engine`]: records, state documents, sessions, claims and plan stamps (no HTTP, gRPC, SDK or CLI);
 //! - [`config`]: finds and reads a root's live block;
 //! - [`cloud`]: cloud-specific work beyond the store (AWS live markers, IAM policies);
-//! - [`frontdoor`]: the doors terraform comes in by (`run` over HTTP, plugin mode over gRPC);
+//! - [`frontdoor`]: the doors terraform comes in by (a per-run HTTP state server, plugin mode over gRPC);
+//! - [`run`]: `choudoufu-live run`, the terraform driver around the HTTP door;
 //! - [`cli`]: the command line.
 
 pub mod cli;
@@ -18,5 +19,6 @@ pub mod cut;
 pub mod engine;
 pub mod frontdoor;
 pub mod logging;
+pub mod run;
 pub mod store;
 pub mod telemetry;

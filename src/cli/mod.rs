@@ -38,7 +38,7 @@ pub enum Command {
     #[command(subcommand)]
     Records(records::RecordsCommand),
     /// Run terraform or tofu with the state served from the estate's records.
-    Run(crate::frontdoor::http::run::RunArgs),
+    Run(crate::run::RunArgs),
     /// Check or set up the record store's safety settings (s3, azurerm, gcs).
     #[command(subcommand)]
     Bucket(bucket::BucketCommand),
@@ -54,7 +54,7 @@ pub const EXIT_ERROR: i32 = 1;
 pub async fn main(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Records(cmd) => records::run(&cli.root, cmd).await,
-        Command::Run(args) => crate::frontdoor::http::run::run(&cli.root, args)
+        Command::Run(args) => crate::run::run(&cli.root, args)
             .await
             .map_err(CliError::from),
         Command::Bucket(cmd) => bucket::run(&cli.root, cmd).await,

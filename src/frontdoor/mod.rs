@@ -1,7 +1,7 @@
 //! The front doors: each translates one protocol into engine calls, and words its answers alike.
 //!
-//! - [`http`]: `choudoufu-live run -- terraform ...`, a per-run loopback backend for
-//!   terraform's `backend "http"` (stock terraform and tofu of any version);
+//! - [`http`]: a per-run loopback backend for terraform's `backend "http"` (stock terraform
+//!   and tofu of any version), served by `choudoufu-live run -- terraform ...`;
 //! - [`plugin`]: the go-plugin gRPC server terraform launches, with the tfplugin6 state
 //!   store and the `choudoufu.live.v1` record protocol.
 

@@ -15,7 +15,7 @@ use crate::engine::layout::KeyKind;
 use crate::engine::program::now_rfc3339;
 use crate::engine::record::{Record, RecordKind, Writer};
 use crate::engine::session::RunInfo;
-use crate::frontdoor::http::run::EXIT_CONFLICT;
+use crate::run::EXIT_CONFLICT;
 use crate::store::key;
 use crate::store::versions::parse_time;
 use crate::store::{

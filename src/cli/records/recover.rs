@@ -6,7 +6,7 @@ use super::Estate;
 use crate::cli::CliError;
 use crate::engine::claims;
 use crate::engine::session::{Recovery, Session, SessionError};
-use crate::frontdoor::http::run::EXIT_CONFLICT;
+use crate::run::EXIT_CONFLICT;
 use crate::store;
 
 /// Write the recovery file `file` into the root's estate; the exit status.

@@ -14,7 +14,7 @@ use crate::engine::program::ProgramStamp;
 use crate::engine::record::{Record, Writer};
 use crate::engine::session::{RecordConflictError, RunInfo, Session};
 use crate::engine::state::{self, Header, Item};
-use crate::frontdoor::http::run::EXIT_CONFLICT;
+use crate::run::EXIT_CONFLICT;
 use crate::store;
 
 /// A file of `export` or `import` could not be read or written.

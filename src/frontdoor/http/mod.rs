@@ -4,10 +4,8 @@
 //! password, handed to terraform as `TF_HTTP_USERNAME`/`TF_HTTP_PASSWORD`); any other is
 //! refused with 401 before its body is read. GET assembles the state from the records (and
 //! makes what it served the run's base), POST writes the changed records conditionally,
-//! DELETE is refused, and LOCK/UNLOCK are answered without holding anything. `run` is the
-//! command around it.
-
-pub mod run;
+//! DELETE is refused, and LOCK/UNLOCK are answered without holding anything. The `run`
+//! module is the command around it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -1,4 +1,4 @@
-//! Terraform's child processes: their environment, signals, `show -json`, and the private folder for temporary plans.
+//! Terraform's child processes: their environment, the signals passed on, `show -json`, and the private folder for temporary plans.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -6,34 +6,10 @@ use std::process::{ExitStatus, Stdio};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::Command;
-use tokio::signal::unix::{SignalKind, signal};
 
-use super::RunError;
+use super::error::RunError;
+use super::signals::{Caught, Signals};
 use crate::frontdoor::http::Server;
-
-/// The interrupt and terminate signals, caught for the whole run.
-pub struct Signals {
-    interrupts: tokio::signal::unix::Signal,
-    terms: tokio::signal::unix::Signal,
-}
-
-impl Signals {
-    /// Catch SIGINT and SIGTERM from now on.
-    pub fn install() -> std::io::Result<Signals> {
-        Ok(Signals {
-            interrupts: signal(SignalKind::interrupt())?,
-            terms: signal(SignalKind::terminate())?,
-        })
-    }
-
-    /// Wait for either signal.
-    pub async fn stop(&mut self) {
-        tokio::select! {
-            _ = self.interrupts.recv() => {}
-            _ = self.terms.recv() => {}
-        }
-    }
-}
 
 /// Point terraform's `backend "http"` at this run's server, with the run's credentials.
 pub fn child_env(cmd: &mut Command, server: &Server) {
@@ -59,7 +35,7 @@ impl Terraform {
         args: &[String],
         server: &Server,
         env: &[(&str, &str)],
-        signals: &mut Signals,
+        signals: &Signals,
     ) -> Result<ExitStatus, RunError> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.global)
@@ -78,14 +54,16 @@ impl Terraform {
         loop {
             tokio::select! {
                 status = child.wait() => return Ok(status?),
-                _ = signals.interrupts.recv() => {
-                    tracing::info!("interrupt: waiting for {} to stop", self.program);
-                }
-                _ = signals.terms.recv() => {
-                    if let Some(pid) = child.id() {
-                        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+                caught = signals.next() => match caught {
+                    Caught::Interrupt => {
+                        tracing::info!("interrupt: waiting for {} to stop", self.program);
                     }
-                }
+                    Caught::Terminate => {
+                        if let Some(pid) = child.id() {
+                            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGTERM);
+                        }
+                    }
+                },
             }
         }
     }

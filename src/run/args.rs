@@ -1,0 +1,52 @@
+//! `run`'s own flags (before `--`), as clap reads them.
+
+use std::time::Duration;
+
+use clap::Args;
+
+/// How long `run` keeps trying to write the state terraform could not save, unless `--flush-timeout` says otherwise.
+pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(300);
+/// How often `run` proves it is alive while it holds claims, unless `--heartbeat` says otherwise.
+pub const DEFAULT_RUN_HEARTBEAT: Duration = Duration::from_secs(5);
+
+fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("{e}: give a duration such as 90s, 10m or 1h30m"))
+}
+
+/// Run terraform or tofu with the state served from the estate's records.
+///
+/// Starts a loopback HTTP backend for this one run, points the root's empty
+/// `backend "http" {}` at it through TF_HTTP_ADDRESS, and runs the command with its
+/// input and output passed through. An `apply` or `destroy` is planned first, approved
+/// as terraform asks, and every change of the plan is claimed before terraform applies
+/// it, so no two runs make the same change at once. Prints what was written and every
+/// named conflict. When the record store does not answer and terraform cannot save its
+/// state, `run` keeps that state and writes it once terraform exits, conditionally on the
+/// versions it read, for up to --flush-timeout; past that, it leaves it in a recovery file
+/// for `records recover`. Exits with terraform's status, or 3 when a saved plan's changes
+/// moved, 4 when a record conflicted, 5 when another live run holds one of the plan's
+/// changes, 6 when the state terraform could not save is in a recovery file.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// When another live run holds one of the plan's changes (or a resource they depend on), wait up to DURATION for it (e.g. 10m), then plan again; without it, stop at once with status 5.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub wait: Option<Duration>,
+
+    /// How often this run's heartbeat proves it alive while it holds claims; a killed run's claims are taken over after three missed beats.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "5s")]
+    pub heartbeat: Duration,
+
+    /// When the record store does not answer and terraform could not save its state, keep trying to write that state for up to DURATION after terraform exits; then leave it in a recovery file (exit status 6) for `records recover`.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "5m")]
+    pub flush_timeout: Duration,
+
+    /// The command and its arguments, after `--`: e.g. `-- terraform apply -auto-approve`.
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
+    pub command: Vec<String>,
+}

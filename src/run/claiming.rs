@@ -1,0 +1,131 @@
+//! The claim step: claim a plan's changes before terraform applies them, or wait (`--wait`) for the runs in the way.
+
+use std::time::{Duration, Instant};
+
+use super::claims::{self, Claim, Hold, Refusal, Runner};
+use super::context::{Attempt, Ctx};
+use super::error::{EXIT_IN_FLIGHT, RunError};
+use super::say;
+use crate::cloud::aws::markers::AwsLister;
+use crate::engine::markers::Family;
+use crate::engine::plan_stamp::ChangeSet;
+use crate::telemetry::{self, ConflictKind};
+
+/// What the claim step came to.
+pub enum Claimed {
+    /// Every change is this run's now (or there was nothing to claim).
+    Held(Hold),
+    /// The claims in the way were released while this run waited: plan (or claim) again.
+    Released,
+    /// Refused: the exit status to end the run with (the refusal is printed).
+    Refused(i32),
+}
+
+/// Claim `set`'s changes for `attempt`; with `--wait`, wait until `deadline` for the claims in the way.
+pub async fn claim(
+    ctx: &mut Ctx,
+    attempt: &Attempt,
+    set: &ChangeSet,
+    deadline: Option<Instant>,
+) -> Result<Claimed, RunError> {
+    let run = Runner {
+        run_id: &ctx.run_id,
+        program: &ctx.program,
+    };
+    let claimed = claims::claim_set(
+        &mut ctx.heartbeat,
+        &ctx.store,
+        &ctx.layout,
+        run,
+        attempt.session(),
+        set,
+    )
+    .await?;
+    let refused = match claimed {
+        Claim::Held(hold) => {
+            report_takeovers(ctx, &hold).await;
+            return Ok(Claimed::Held(hold));
+        }
+        Claim::Refused(refused) => refused,
+    };
+    telemetry::metrics().conflicts(ConflictKind::InFlight, 1);
+    let Some(deadline) = deadline else {
+        say::in_flight(&refused);
+        return Ok(Claimed::Refused(EXIT_IN_FLIGHT));
+    };
+    wait_released(ctx, refused, deadline).await
+}
+
+/// Poll, with backoff, until the claims in the way are gone or `deadline` passes (a signal ends the wait).
+async fn wait_released(
+    ctx: &Ctx,
+    refused: Refusal,
+    deadline: Instant,
+) -> Result<Claimed, RunError> {
+    let mut delay = Duration::from_millis(250);
+    let mut told = String::new();
+    loop {
+        let Some(who) = refused.still_held(&ctx.store, &ctx.layout).await? else {
+            say::released();
+            return Ok(Claimed::Released);
+        };
+        let now = Instant::now();
+        if now >= deadline {
+            say::waited_out(&refused, ctx.wait.unwrap_or_default(), &who);
+            return Ok(Claimed::Refused(EXIT_IN_FLIGHT));
+        }
+        if who != told {
+            say::waiting(refused.name(), deadline - now, &who);
+            told = who;
+        }
+        let jitter = Duration::from_millis(rand::random_range(0..200));
+        let sleep = (delay + jitter).min(deadline - now);
+        tokio::select! {
+            _ = tokio::time::sleep(sleep) => {}
+            _ = ctx.signals.stop() => {
+                say::interrupted_waiting();
+                return Ok(Claimed::Refused(1));
+            }
+        }
+        delay = (delay * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// Say which gone runs' claims this run took over, and what it means; list their marked objects when markers are configured.
+async fn report_takeovers(ctx: &Ctx, hold: &Hold) {
+    let messages = hold.takeover_messages();
+    if messages.is_empty() {
+        return;
+    }
+    for message in messages {
+        say::took_over(message);
+    }
+    let Some(listing) = &ctx.config.markers else {
+        return;
+    };
+    let lister = match AwsLister::from_json(&listing.provider_json()).await {
+        Ok(l) => l,
+        Err(e) => {
+            say::no_takeover_listing(e);
+            return;
+        }
+    };
+    let estate = &ctx.config.estate;
+    for (address, ty) in hold.taken_over() {
+        let Some(ty) = ty else {
+            continue;
+        };
+        if Family::of("", &ty) != Some(Family::Aws) {
+            continue;
+        }
+        match lister.with_markers(estate.as_str(), &ty, &address).await {
+            Ok(objects) if objects.is_empty() => say::no_marked_object(&address, estate),
+            Ok(objects) => {
+                for o in objects {
+                    say::marked_object(&o.arn, &address, estate);
+                }
+            }
+            Err(e) => say::marker_listing_failed(&address, e),
+        }
+    }
+}

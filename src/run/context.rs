@@ -1,0 +1,139 @@
+//! What every step of one run shares ([`Ctx`]), and one attempt at serving terraform ([`Attempt`]).
+
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::claims::{Heartbeat, Hold};
+use super::command::TfCommand;
+use super::error::RunError;
+use super::signals::Signals;
+use super::terraform::Terraform;
+use crate::config::LiveConfig;
+use crate::engine::layout::Layout;
+use crate::engine::program::ProgramStamp;
+use crate::engine::read_cache::ReadCache;
+use crate::engine::session::{RunInfo, Session};
+use crate::frontdoor::http::{self, Backend, RunSummary, Server};
+use crate::store::{DynStore, WriteGuard};
+
+/// What every step of one run shares, its stop token among it.
+pub struct Ctx {
+    /// The program and its global options.
+    pub tf: Terraform,
+    /// The command line after the program.
+    pub cmd: TfCommand,
+    /// The root module folder.
+    pub root: PathBuf,
+    /// The root's live block.
+    pub config: LiveConfig,
+    /// The record store.
+    pub store: DynStore,
+    /// Where the estate's records are in the store.
+    pub layout: Layout,
+    /// The store as plan stamps and recovery files name it.
+    pub store_name: String,
+    /// The store kind's check before the run's first write.
+    pub guard: Option<Arc<dyn WriteGuard>>,
+    /// The program stamp this run writes.
+    pub program: ProgramStamp,
+    /// This run's id.
+    pub run_id: String,
+    /// `--wait`.
+    pub wait: Option<Duration>,
+    /// `--flush-timeout`.
+    pub flush_timeout: Duration,
+    /// This run's liveness while it holds claims.
+    pub heartbeat: Heartbeat,
+    /// SIGINT and SIGTERM: a step that can be stopped waits on them.
+    pub signals: Signals,
+}
+
+impl Ctx {
+    /// A fresh session of this run (every session of one run shares its run id).
+    pub fn session(&self) -> Session {
+        Session::new(
+            self.store.clone(),
+            self.layout.clone(),
+            RunInfo {
+                run_id: self.run_id.clone(),
+                program: self.program.clone(),
+            },
+        )
+        .with_guard(self.guard.clone())
+        .with_cache(Some(ReadCache::for_root(&self.root)))
+    }
+
+    /// Run terraform with `args` and `env` against `server`, the run's signals passed on.
+    pub async fn terraform(
+        &self,
+        args: &[String],
+        server: &Server,
+        env: &[(&str, &str)],
+    ) -> Result<ExitStatus, RunError> {
+        self.tf.run(args, server, env, &self.signals).await
+    }
+}
+
+/// One session of the run, the claims it holds and, once it serves terraform, its server.
+pub struct Attempt {
+    backend: Arc<Backend>,
+    server: Option<Server>,
+    claims: Hold,
+}
+
+impl Attempt {
+    /// A session serving terraform at once.
+    pub async fn start(ctx: &Ctx) -> Result<Attempt, RunError> {
+        let mut attempt = Attempt::unserved(ctx.session());
+        attempt.serve(ctx).await?;
+        Ok(attempt)
+    }
+
+    /// A session that serves nothing yet.
+    pub fn unserved(session: Session) -> Attempt {
+        Attempt {
+            backend: Backend::new(session),
+            server: None,
+            claims: Hold::default(),
+        }
+    }
+
+    /// Start serving (once) and give the server.
+    pub async fn serve(&mut self, ctx: &Ctx) -> Result<&Server, RunError> {
+        if self.server.is_none() {
+            let server = http::serve(self.backend.clone()).await?;
+            tracing::info!(url = %server.state_url(), estate = %ctx.config.estate, "serving state for this run");
+            self.server = Some(server);
+        }
+        self.server
+            .as_ref()
+            .ok_or_else(|| RunError::Io(std::io::Error::other("the state server did not start")))
+    }
+
+    /// The attempt's session.
+    pub fn session(&self) -> &Session {
+        self.backend.session()
+    }
+
+    /// Hold `claims` until the attempt ends.
+    pub fn hold(&mut self, claims: Hold) {
+        self.claims = claims;
+    }
+
+    /// The claims the attempt holds.
+    pub fn claims(&self) -> &Hold {
+        &self.claims
+    }
+
+    /// End the attempt: release its claims, stop its server; its backend and what it wrote.
+    pub async fn end(self) -> (Arc<Backend>, RunSummary) {
+        self.claims.release().await;
+        if let Some(server) = self.server {
+            server.stop().await;
+        }
+        let summary = self.backend.summary();
+        (self.backend, summary)
+    }
+}

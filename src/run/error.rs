@@ -1,0 +1,70 @@
+//! Why `run` stopped before or around terraform, and the exit statuses it ends with.
+
+use thiserror::Error;
+
+use crate::config::ConfigError;
+use crate::engine::claims::ClaimError;
+use crate::engine::plan_stamp::PlanJsonError;
+use crate::engine::session::SessionError;
+use crate::store::StoreError;
+
+/// Why `run` stopped before or around terraform (terraform's own failures are its exit status).
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// The root's live block or backend block is wrong.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The estate could not be read or written.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// A claim, heartbeat or release could not reach the store.
+    #[error("claims: {0}")]
+    Store(#[from] StoreError),
+    /// A claim could not be made.
+    #[error("claims: {0}")]
+    Claim(#[from] ClaimError),
+    /// terraform (or tofu) could not be started.
+    #[error("cannot start {program}: {source}")]
+    Start {
+        /// The program.
+        program: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `terraform show -json` of a plan failed or gave no JSON.
+    #[error("{0}")]
+    Show(String),
+    /// A plan's JSON is not as terraform writes it.
+    #[error(transparent)]
+    PlanJson(#[from] PlanJsonError),
+    /// A plan or stamp file could not be read or written.
+    #[error("{what}: {source}")]
+    File {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The state server or the signal handlers could not be set up.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// terraform planned without reading the state through this run: its changes cannot be checked.
+    #[error(
+        "terraform planned without reading the state through this run, so its changes cannot be checked; nothing was applied"
+    )]
+    Unread,
+    /// The command line names no command.
+    #[error("run needs a command: choudoufu-live run -- terraform apply")]
+    NoCommand,
+}
+
+/// Exit status when a saved plan is refused (its changes moved, or it has no stamp), as choudoufu uses.
+pub const EXIT_PLAN_REFUSED: i32 = 3;
+/// Exit status when a record write met another run's newer record.
+pub const EXIT_CONFLICT: i32 = 4;
+/// Exit status when a change, or a resource it depends on, is claimed by another live run: nothing was applied.
+pub const EXIT_IN_FLIGHT: i32 = 5;
+/// Exit status when the state terraform could not save was not written either: it is in a recovery file.
+pub const EXIT_UNWRITTEN: i32 = 6;

@@ -1,0 +1,158 @@
+//! `choudoufu-live run -- terraform ...`: one terraform or tofu run against a per-run HTTP backend.
+//!
+//! An `apply` or `destroy` is always a planned apply: `terraform plan -out=FILE`, the
+//! approval, the claim of every change of the plan (all or nothing, before any provider
+//! call), the check that the plan's own changes have not moved, then `terraform apply FILE`.
+//! Every other command runs as given. The state is served by [`crate::frontdoor::http`].
+
+mod approve;
+mod args;
+mod claiming;
+mod claims;
+mod command;
+mod context;
+mod error;
+mod flush;
+mod outputs;
+mod planned;
+mod say;
+mod signals;
+mod steps;
+mod summary;
+mod terraform;
+
+use std::path::{Path, PathBuf};
+
+use crate::config::LiveConfig;
+use crate::config::migration::check_backend_for_run;
+use crate::cut::{Mechanism, StockLock, cut};
+use crate::engine::layout::Layout;
+use crate::engine::program::ProgramStamp;
+use crate::engine::session::RunInfo;
+use crate::store;
+pub use args::{DEFAULT_FLUSH_TIMEOUT, DEFAULT_RUN_HEARTBEAT, RunArgs};
+use claims::Heartbeat;
+use command::{ApplyCommand, TfCommand};
+use context::{Attempt, Ctx};
+pub use error::{EXIT_CONFLICT, EXIT_IN_FLIGHT, EXIT_PLAN_REFUSED, EXIT_UNWRITTEN, RunError};
+use signals::Signals;
+use terraform::Terraform;
+
+/// The root to use: `--root`, else terraform's own `-chdir=DIR`.
+fn effective_root(root: &Path, cmd: &TfCommand) -> PathBuf {
+    if root != Path::new(".") {
+        return root.to_path_buf();
+    }
+    let dir = cmd.dir();
+    if dir == Path::new(".") {
+        root.to_path_buf()
+    } else {
+        dir
+    }
+}
+
+/// Run `choudoufu-live run`.
+#[tracing::instrument(
+    name = "run",
+    skip_all,
+    fields(
+        run_id = tracing::field::Empty,
+        estate = tracing::field::Empty,
+        store.kind = tracing::field::Empty,
+        terraform.subcommand = tracing::field::Empty,
+        exit_code = tracing::field::Empty,
+    )
+)]
+pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
+    let Some((program, rest)) = args.command.split_first() else {
+        return Err(RunError::NoCommand);
+    };
+    let cmd = TfCommand::parse(rest);
+    if cmd.sub() == Some("force-unlock") && !cut(Mechanism::NoLock) {
+        say::nothing_to_unlock();
+        return Ok(0);
+    }
+    let root = effective_root(root, &cmd);
+    let config = LiveConfig::load(&root)?;
+    check_backend_for_run(&root, rest)?;
+    crate::config::check_stored_backend(rest)?;
+    let _stock_lock = StockLock::hold_if_cut(config.estate.as_str()).await?;
+    let store = store::open(&config.store, &root).await;
+    let run = RunInfo::new(ProgramStamp::detect(&root));
+    {
+        // Names only: never the command's arguments, which can carry `-var` values.
+        let span = tracing::Span::current();
+        span.record("run_id", run.run_id.as_str());
+        span.record("estate", config.estate.as_str());
+        span.record("store.kind", store.kind().as_str());
+        span.record("terraform.subcommand", cmd.sub().unwrap_or(""));
+    }
+    let mut ctx = Ctx {
+        tf: Terraform {
+            program: program.clone(),
+            global: cmd.global.clone(),
+        },
+        layout: Layout::new(config.estate.clone()),
+        guard: store::guard_for(&config.store),
+        store_name: store.describe(),
+        store,
+        cmd,
+        root,
+        config,
+        program: run.program,
+        run_id: run.run_id,
+        wait: args.wait,
+        flush_timeout: args.flush_timeout,
+        heartbeat: Heartbeat::new(args.heartbeat),
+        signals: Signals::install()?,
+    };
+    let apply = match ctx.cmd.sub() {
+        Some("apply" | "destroy") => command::apply_command(&ctx.cmd),
+        _ => ApplyCommand::AsGiven,
+    };
+    let result = match &apply {
+        ApplyCommand::Planned(split) => planned::planned_apply(&mut ctx, split).await,
+        ApplyCommand::Saved(file, split) => {
+            let file = ctx.cmd.dir().join(file);
+            planned::saved_apply(&mut ctx, &file, split).await
+        }
+        ApplyCommand::AsGiven => as_given(&mut ctx).await,
+    };
+    ctx.heartbeat.end().await;
+    let code = result?;
+    tracing::Span::current().record("exit_code", code);
+    Ok(code)
+}
+
+/// Any command other than a planned apply: run it as given against this run's server.
+async fn as_given(ctx: &mut Ctx) -> Result<i32, RunError> {
+    let mut attempt = Attempt::start(ctx).await?;
+    if matches!(ctx.cmd.sub(), Some("refresh")) {
+        // A refresh changes nothing of its own: a record another run moved is skipped, never a conflict.
+        attempt
+            .session()
+            .limit_changes(std::collections::BTreeSet::new())
+            .await;
+    }
+    let mut all = ctx.cmd.subcommand.iter().cloned().collect::<Vec<_>>();
+    all.extend(ctx.cmd.args.iter().cloned());
+    let server = attempt.serve(ctx).await?;
+    let status = ctx.terraform(&all, server, &[]).await?;
+    let flushed = flush::flush(ctx, attempt.session()).await?;
+    let (backend, summary) = attempt.end().await;
+    let summary = summary::print(&ctx.config, summary, &flushed);
+    if let Some(code) = summary::unwritten_exit(&flushed) {
+        return Ok(code);
+    }
+    summary::warn_unrecorded_after(ctx, &backend).await;
+    if let Some(file) = command::saved_plan_out(&ctx.cmd) {
+        let file = ctx.cmd.dir().join(file);
+        if matches!(status.code(), Some(0) | Some(2)) && file.is_file() {
+            summary::stamp_plan(ctx, &backend, &file).await?;
+        }
+    }
+    if !summary.conflicts.is_empty() {
+        return Ok(EXIT_CONFLICT);
+    }
+    Ok(terraform::code(status))
+}

@@ -1,0 +1,228 @@
+//! The planned apply: plan to a private file, approve, claim every change, check the plan's own changes, apply the plan.
+//!
+//! Each apply is a loop of attempts. One attempt's body returns a [`Step`]: what to do
+//! next. The loop ends the attempt (its claims released, its server stopped) in one place,
+//! then acts on the step: exit, plan again, or tell what terraform applied.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::approve::{self, Answer};
+use super::claiming::{self, Claimed};
+use super::command::{self, ApplySplit};
+use super::context::{Attempt, Ctx};
+use super::error::{EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError};
+use super::flush::{self, Flushed};
+use super::outputs::{self, Reconcile};
+use super::steps::{self, Applied, Plan};
+use super::terraform::{self, PlanDir};
+use super::{say, summary};
+use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanRefused, PlanStamp};
+use crate::frontdoor::http::{Backend, RunSummary};
+use crate::telemetry::{self, ConflictKind};
+
+/// How often a plain apply is planned again because its own changes moved before it claimed them.
+const MAX_REPLANS: usize = 3;
+
+/// What one attempt came to: what the loop does once the attempt has ended.
+enum Step {
+    /// End the run with this status (what stopped it was said).
+    Exit(i32),
+    /// The claims in the way were released while this run waited: plan (or claim) again.
+    Again,
+    /// One of the plan's own changes moved before the claim: nothing was applied.
+    Moved(PlanMovedError),
+    /// terraform applied the plan.
+    Ran(Box<Ran>),
+}
+
+/// What terraform's apply left: its status, what became of the state it could not save, and how to reconcile outputs.
+struct Ran {
+    status: ExitStatus,
+    flushed: Flushed,
+    reconcile: Reconcile,
+}
+
+/// Count and say a refused plan; the exit status for it.
+fn refuse_plan(e: PlanRefused) -> i32 {
+    telemetry::metrics().conflicts(
+        match &e {
+            PlanRefused::Unstamped(_) => ConflictKind::Unstamped,
+            PlanRefused::Moved(_) => ConflictKind::PlanMoved,
+        },
+        1,
+    );
+    say::plan_refused(e);
+    EXIT_PLAN_REFUSED
+}
+
+/// A checked plan to apply: its changes, its stamp, the keys checked, terraform's arguments, and how long `--wait` waits.
+struct Apply<'a> {
+    set: &'a ChangeSet,
+    stamp: &'a PlanStamp,
+    keys: &'a BTreeSet<String>,
+    args: &'a [String],
+    deadline: Option<Instant>,
+}
+
+/// Claim the plan's changes for `attempt`, check that none of its keys moved since its stamp, apply it; then write what terraform could not save (see [`flush`]), with the claims still held.
+async fn claim_and_apply(
+    ctx: &mut Ctx,
+    attempt: &mut Attempt,
+    apply: Apply<'_>,
+    reconcile: Reconcile,
+) -> Result<Step, RunError> {
+    match claiming::claim(ctx, attempt, apply.set, apply.deadline).await? {
+        Claimed::Held(hold) => attempt.hold(hold),
+        Claimed::Released => return Ok(Step::Again),
+        Claimed::Refused(code) => return Ok(Step::Exit(code)),
+    }
+    Ok(
+        match steps::apply_pinned(ctx, attempt, apply.stamp, apply.keys, apply.args).await? {
+            Applied::Ran(status) => Step::Ran(Box::new(Ran {
+                status,
+                flushed: flush::flush(ctx, attempt.session()).await?,
+                reconcile,
+            })),
+            Applied::Moved(moved) => Step::Moved(moved),
+        },
+    )
+}
+
+/// After terraform applied: the summary, the unrecorded-object warning, the output reconcile, and the exit status.
+async fn finish(
+    ctx: &mut Ctx,
+    (backend, summary): (Arc<Backend>, RunSummary),
+    ran: Box<Ran>,
+) -> Result<i32, RunError> {
+    let Ran {
+        status,
+        flushed,
+        reconcile,
+    } = *ran;
+    let stale = backend.session().stale_outputs().await;
+    let summary = summary::print(&ctx.config, summary, &flushed);
+    if let Some(code) = summary::unwritten_exit(&flushed) {
+        return Ok(code);
+    }
+    summary::warn_unrecorded_after(ctx, &backend).await;
+    if !summary.conflicts.is_empty() {
+        return Ok(EXIT_CONFLICT);
+    }
+    if !stale.is_empty() {
+        if status.success() {
+            outputs::reconcile(ctx, stale, &reconcile).await?;
+        } else {
+            say::stale(&stale, "this apply failed");
+        }
+    }
+    Ok(terraform::code(status))
+}
+
+/// `apply`/`destroy` without a plan file: plan, approve, claim, check, apply; plan again when its changes moved or (with `--wait`) the claims in the way were released.
+pub async fn planned_apply(ctx: &mut Ctx, split: &ApplySplit) -> Result<i32, RunError> {
+    let dir = PlanDir::new()?;
+    let plan = dir.file("run.tfplan");
+    let deadline = ctx.wait.map(|w| Instant::now() + w);
+    let mut replans = 0;
+    loop {
+        let _ = std::fs::remove_file(&plan);
+        let mut attempt = Attempt::start(ctx).await?;
+        let step = plan_and_apply(ctx, &mut attempt, split, &plan, deadline).await;
+        let ended = attempt.end().await;
+        match step? {
+            Step::Exit(code) => return Ok(code),
+            Step::Again => {}
+            Step::Moved(moved) => {
+                replans += 1;
+                if replans > MAX_REPLANS {
+                    return Ok(refuse_plan(moved.into()));
+                }
+                let names: Vec<&str> = moved.moved.iter().map(|m| m.address.as_str()).collect();
+                say::replanning(&names);
+            }
+            Step::Ran(ran) => return finish(ctx, ended, ran).await,
+        }
+    }
+}
+
+/// One attempt of a planned apply: plan, approve, stamp, then claim, check and apply.
+async fn plan_and_apply(
+    ctx: &mut Ctx,
+    attempt: &mut Attempt,
+    split: &ApplySplit,
+    plan: &Path,
+    deadline: Option<Instant>,
+) -> Result<Step, RunError> {
+    // The plan is an inner step: terraform need not say how to apply the file.
+    let env = [("TF_IN_AUTOMATION", "1")];
+    let (json, set) = match steps::plan(ctx, attempt, &split.plan_args(plan), &env, plan).await? {
+        Plan::Failed(status) => return Ok(Step::Exit(terraform::code(status))),
+        Plan::Made { json, set } => (json, set),
+    };
+    let dir = ctx.cmd.dir();
+    let ephemeral = command::ephemeral_variables(&dir, &json);
+    let needs_approval = json["applyable"].as_bool().unwrap_or(true);
+    if !split.auto_approve && needs_approval {
+        match approve::ask(split.kind, !split.no_color, &ctx.signals).await {
+            Answer::Approved => {}
+            Answer::Cancelled | Answer::Unanswered(_) => return Ok(Step::Exit(1)),
+        }
+    }
+    let Some(stamp) = steps::stamp(ctx, attempt.session(), plan).await? else {
+        return Err(RunError::Unread);
+    };
+    let args = split.apply_args(&ephemeral, &dir, plan);
+    // Outputs are not claimed: another run's newer output is reconciled, never a conflict.
+    let keys = set.resource_keys(&ctx.layout);
+    let reconcile = Reconcile {
+        plan: split.reconcile_flags(),
+        apply: split.apply_flags(&ephemeral, &dir),
+        env: Vec::new(),
+    };
+    let apply = Apply {
+        set: &set,
+        stamp: &stamp,
+        keys: &keys,
+        args: &args,
+        deadline,
+    };
+    claim_and_apply(ctx, attempt, apply, reconcile).await
+}
+
+/// `apply FILE`: check the stamp, claim the plan's changes, check them again against the store, apply.
+pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Result<i32, RunError> {
+    let stamp = match PlanStamp::load(file, &ctx.layout, &ctx.store_name) {
+        Ok(s) => s,
+        Err(e) => return Ok(refuse_plan(e.into())),
+    };
+    let json = ctx.tf.show_json(file).await?;
+    let set = ChangeSet::from_plan_json(&json)?;
+    let keys = set.keys(&ctx.layout);
+    let deadline = ctx.wait.map(|w| Instant::now() + w);
+    let mut args = vec!["apply".to_string()];
+    args.extend(ctx.cmd.args.iter().cloned());
+    loop {
+        // The server starts only once the plan's changes are claimed and have not moved.
+        let mut attempt = Attempt::unserved(ctx.session());
+        let apply = Apply {
+            set: &set,
+            stamp: &stamp,
+            keys: &keys,
+            args: &args,
+            deadline,
+        };
+        let reconcile = Reconcile::for_saved_plan(split, &json);
+        let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;
+        let ended = attempt.end().await;
+        match step? {
+            Step::Exit(code) => return Ok(code),
+            Step::Again => {}
+            Step::Moved(moved) => return Ok(refuse_plan(moved.into())),
+            Step::Ran(ran) => return finish(ctx, ended, ran).await,
+        }
+    }
+}
