@@ -17,12 +17,16 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
 use super::{
-    Conflict, History, KeyRange, Listed, ObjectVersion, Page, Precondition, RangeStart,
+    Conflict, DynStore, History, KeyRange, Listed, ObjectVersion, Page, Precondition, RangeStart,
     RecordStore, StoreError, Stored, Version, VersionKind, VersionListing, WriteOutcome,
 };
 use crate::cut::{Mechanism, cut};
+use crate::store::guard::WriteGuard;
+use crate::store::open::StoreConfig;
+use crate::store::settings::error::SettingError;
+use crate::store::settings::kind::StoreKind;
+use crate::store::settings::source::{Reader, SettingsSource};
 
 /// A lock file nobody holds is stale once it is this old, even if its writer's pid is alive.
 pub const STALE_AFTER: Duration = Duration::from_secs(30);
@@ -74,6 +78,18 @@ impl LocalSettings {
         } else {
             root.join(&self.path)
         }
+    }
+}
+
+#[async_trait]
+impl StoreConfig for LocalSettings {
+    async fn store(&self, root: &Path) -> DynStore {
+        std::sync::Arc::new(LocalStore::new(self.path_from(root)))
+    }
+
+    /// A folder keeps no versions and has no settings to check.
+    fn guard(&self) -> Option<std::sync::Arc<dyn WriteGuard>> {
+        None
     }
 }
 

@@ -23,10 +23,12 @@ pub mod safety;
 pub mod settings;
 mod versions;
 
-use super::settings::StoreKind;
+use super::guard::WriteGuard;
+use super::open::StoreConfig;
+use super::settings::kind::StoreKind;
 use super::{
-    KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
-    VersionListing, WriteOutcome, http,
+    DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored,
+    Version, VersionListing, WriteOutcome, http,
 };
 pub use settings::{AzureSettings, ConnectionString, parse_connection_string};
 
@@ -41,6 +43,17 @@ enum Blobs {
     Ready(MicrosoftAzure),
     /// The settings could not make a client; every call says why.
     Broken(String),
+}
+
+#[async_trait]
+impl StoreConfig for AzureSettings {
+    async fn store(&self, _root: &std::path::Path) -> DynStore {
+        std::sync::Arc::new(AzureStore::connect(self))
+    }
+
+    fn guard(&self) -> Option<std::sync::Arc<dyn WriteGuard>> {
+        safety::guard(self)
+    }
 }
 
 /// Records in an Azure Blob Storage container.

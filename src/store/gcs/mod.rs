@@ -16,10 +16,14 @@ use object_store::gcp::{GcpCredentialProvider, GoogleCloudStorageBuilder};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 
-use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
+use super::guard::WriteGuard;
+use super::open::StoreConfig;
+use super::settings::error::SettingError;
+use super::settings::kind::StoreKind;
+use super::settings::source::{Reader, SettingsSource};
 use super::{
-    KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
-    VersionListing, WriteOutcome, http, within,
+    DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored,
+    Version, VersionListing, WriteOutcome, http, within,
 };
 
 /// The public endpoint.
@@ -72,6 +76,17 @@ impl GcsSettings {
             skip_credentials: r.boolean("skip_credentials")?.unwrap_or(false),
             skip_bucket_checks: r.boolean("skip_bucket_checks")?.unwrap_or(false),
         })
+    }
+}
+
+#[async_trait]
+impl StoreConfig for GcsSettings {
+    async fn store(&self, _root: &std::path::Path) -> DynStore {
+        std::sync::Arc::new(GcsStore::connect(self))
+    }
+
+    fn guard(&self) -> Option<std::sync::Arc<dyn WriteGuard>> {
+        safety::guard(self)
     }
 }
 

@@ -6,6 +6,7 @@
 pub mod bucket;
 mod versions;
 
+use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -16,10 +17,14 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 
 use super::error::Reason;
-use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
+use super::guard::WriteGuard;
+use super::open::StoreConfig;
+use super::settings::error::SettingError;
+use super::settings::kind::StoreKind;
+use super::settings::source::{Reader, SettingsSource};
 use super::{
-    KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
-    VersionListing, WriteOutcome, http, key, traced, within,
+    DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored,
+    Version, VersionListing, WriteOutcome, http, key, traced, within,
 };
 use crate::cut::{Mechanism, cut};
 
@@ -75,6 +80,17 @@ impl S3Settings {
             kms_key_id: r.string("kms_key_id")?,
             skip_bucket_checks: r.boolean("skip_bucket_checks")?.unwrap_or(false),
         })
+    }
+}
+
+#[async_trait]
+impl StoreConfig for S3Settings {
+    async fn store(&self, _root: &Path) -> DynStore {
+        std::sync::Arc::new(S3Store::connect(self).await)
+    }
+
+    fn guard(&self) -> Option<std::sync::Arc<dyn WriteGuard>> {
+        bucket::guard(self)
     }
 }
 
