@@ -4,10 +4,12 @@
 //! written once: the [`RecordStore`] trait and its values, the [`StoreError`] they raise,
 //! key segments ([`key`]), settings and their parsers ([`settings`]), what a kind's settings
 //! build ([`open`]: its store and its write guard, dispatched once in [`StoreSettings::config`]),
-//! the write guard ([`guard`]), HTTP client helpers of the cloud kinds ([`http`]) and the traced wrapper
+//! the write guard ([`guard`]), the one retry policy of every kind ([`retry`], [`backoff`]),
+//! HTTP client helpers of the cloud kinds ([`http`]) and the traced wrapper
 //! every opened store is wrapped in ([`traced`]).
 
 pub mod azure;
+pub mod backoff;
 pub mod error;
 pub mod gcs;
 pub mod guard;
@@ -15,6 +17,7 @@ pub mod http;
 pub mod key;
 pub mod local;
 pub mod open;
+pub mod retry;
 pub mod s3;
 pub mod settings;
 pub mod traced;

@@ -296,7 +296,7 @@ pub async fn setup(store: &GcsStore) -> Result<Vec<SafetyStep>, GcsSafetyError> 
             source,
         };
         let response = store
-            .send("buckets.patch", "", || store.http.patch(&url).json(&body))
+            .send("buckets.patch", "", |http| http.patch(&url).json(&body))
             .await
             .map_err(fail)?;
         if !response.status().is_success() {
