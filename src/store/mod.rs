@@ -17,6 +17,7 @@ pub mod http;
 pub mod key;
 pub mod local;
 pub mod open;
+pub mod private_file;
 pub mod retry;
 pub mod s3;
 pub mod settings;
