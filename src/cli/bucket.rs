@@ -42,16 +42,16 @@ pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
         (StoreSettings::S3(settings), BucketCommand::Check) => {
             let store = S3Store::connect(settings).await;
             match bucket::check(store.client(), settings).await {
-                Ok(report) => Ok(verdict(&report.into(), false)),
+                Ok(report) => Ok(verdict(&report, false)),
                 Err(e) => Ok(unchecked(&store.describe(), e.reason, &e.to_string())),
             }
         }
         (StoreSettings::S3(settings), BucketCommand::Setup) => {
             let store = S3Store::connect(settings).await;
             let steps = bucket::setup(store.client(), &settings.bucket).await?;
-            print_steps(steps.into_iter().map(SafetyStep::from));
+            print_steps(steps);
             let report = bucket::check(store.client(), settings).await?;
-            Ok(verdict(&report.into(), true))
+            Ok(verdict(&report, true))
         }
         (StoreSettings::Azure(settings), BucketCommand::Check) => {
             let store = AzureStore::connect(settings);

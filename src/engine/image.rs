@@ -20,7 +20,7 @@
 //! format (v1 held SHA-256 and record bytes as stored) is ignored with a warning.
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -32,6 +32,7 @@ use crate::engine::digest::sha256_hex;
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
 use crate::engine::state::InstanceRank;
+use crate::store::private_file::{self, Durability};
 use crate::store::{KeyRange, RangeStart, Version};
 
 /// The format tag on an image's first line.
@@ -494,27 +495,24 @@ pub fn save_local(cache: &ReadCache, layout: &Layout, held: &Held) {
     };
     let path = local_path(cache, layout);
     let dir = cache.dir();
-    let tmp = dir.join(format!(".tmp-image-{}", uuid::Uuid::new_v4().simple()));
-    let written = (|| -> std::io::Result<()> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        serde_json::to_writer(&mut f, &head)?;
-        f.write_all(b"\n")?;
-        if let Some(image) = image {
-            f.write_all(&image.data)?;
-        }
-        std::fs::rename(&tmp, &path)
-    })();
+    let written = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            private_file::write_with(&path, Durability::Synced, |f| {
+                serde_json::to_writer(&mut *f, &head)?;
+                f.write_all(b"\n")?;
+                if let Some(image) = image {
+                    f.write_all(&image.data)?;
+                }
+                Ok(())
+            })
+            .map_err(|e| e.to_string())
+        });
     if let Err(e) = written {
         tracing::debug!(path = %path.display(), error = %e, "could not keep a local copy of the estate image");
-        let _ = std::fs::remove_file(&tmp);
     }
 }
 

@@ -1,12 +1,12 @@
 //! A local cache of record bytes by key and version: a warm read lists the estate and fetches
 //! only the records whose listed version is not cached. Never trusted without the listing.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::cut::{Mechanism, cut};
 use crate::engine::digest::sha256_hex;
+use crate::store::private_file::{self, Durability};
 use crate::store::{Stored, Version};
 
 /// Record bytes cached under a folder, one file per (key, version).
@@ -54,24 +54,16 @@ impl ReadCache {
         if path.exists() || private_dir(&self.dir).is_err() {
             return;
         }
-        // Temp file and rename: concurrent runs never see a half-written entry.
-        let tmp = self
-            .dir
-            .join(format!(".tmp-{}", uuid::Uuid::new_v4().simple()));
-        let written = private_file()
-            .open(&tmp)
-            .and_then(|mut f| f.write_all(bytes));
-        if written.is_ok() && std::fs::rename(&tmp, &path).is_ok() {
-            return;
+        // Temp file and rename: concurrent runs never see a half-written entry. Unsynced: a
+        // lost entry is read from the store again.
+        if let Err(e) = private_file::write(&path, bytes, Durability::Unsynced) {
+            tracing::debug!(error = %e, "could not keep a cached record");
         }
-        let _ = std::fs::remove_file(&tmp);
     }
 }
 
 /// Mode of the cache folder: its owner only.
 const DIR_MODE: u32 = 0o700;
-/// Mode of a cache file: its owner only.
-const FILE_MODE: u32 = 0o600;
 
 /// Create `dir` (and missing parents) 0700; narrow it to 0700 if it exists wider.
 fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -90,15 +82,6 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Options that create a new file 0600.
-fn private_file() -> std::fs::OpenOptions {
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    if !cut(Mechanism::PrivateFiles) {
-        options.mode(FILE_MODE);
-    }
-    options
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

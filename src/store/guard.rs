@@ -1,6 +1,9 @@
 //! The write guard: a check a store kind makes once, before a run's first write, and the
 //! safety report every kind's bucket check gives (`bucket check`, the guard's refusal).
 //!
+//! Every kind's guard is one [`SafetyGuard`] over the kind's [`Safety`]: the kind reads its
+//! settings into a [`SafetyReport`], and the guard alone turns that into pass or refusal.
+//!
 //! Concurrency duty: a guard may be called by several writers of one run at once; the
 //! session calls it at most once per run and waits for its answer before any write.
 
@@ -10,8 +13,7 @@ use async_trait::async_trait;
 use thiserror::Error;
 
 use super::error::Reason;
-use super::s3::bucket::{BucketReport, SetupStep};
-use super::settings::StoreSettings;
+use crate::cut::{Mechanism, cut};
 
 /// A check made before a session's first write (the record store bucket's safety); one that could not be made is made again before the next write.
 #[async_trait]
@@ -110,6 +112,11 @@ pub struct SafetyCheck {
 }
 
 impl SafetyCheck {
+    /// Whether the setting is as it must be.
+    pub fn passed(&self) -> bool {
+        self.status == CheckStatus::Pass
+    }
+
     /// The problem line an `UnsafeRecordStore` error shows for a failing setting.
     pub fn problem(&self) -> String {
         format!("{}: found {}; fix: {}", self.setting, self.found, self.fix)
@@ -150,28 +157,6 @@ impl SafetyReport {
     }
 }
 
-impl From<BucketReport> for SafetyReport {
-    fn from(report: BucketReport) -> Self {
-        SafetyReport {
-            store: report.store,
-            checks: report
-                .checks
-                .into_iter()
-                .map(|c| SafetyCheck {
-                    setting: c.setting,
-                    status: if c.ok {
-                        CheckStatus::Pass
-                    } else {
-                        CheckStatus::Fail
-                    },
-                    found: c.found,
-                    fix: c.fix,
-                })
-                .collect(),
-        }
-    }
-}
-
 /// What `bucket setup` did to one setting.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SetupOutcome {
@@ -192,41 +177,49 @@ pub struct SafetyStep {
     pub outcome: SetupOutcome,
 }
 
-impl From<SetupStep> for SafetyStep {
-    fn from(step: SetupStep) -> Self {
-        SafetyStep {
-            setting: step.setting,
-            outcome: if step.changed {
-                SetupOutcome::Applied
-            } else {
-                SetupOutcome::Unchanged
-            },
+/// A store kind's safety settings, read into the shared report.
+#[async_trait]
+pub trait Safety: Send + Sync + std::fmt::Debug {
+    /// Read every safety setting; [`SafetyUnchecked`] when they could not be read.
+    async fn report(&self) -> Result<SafetyReport, SafetyUnchecked>;
+}
+
+/// The one write guard: a kind's [`Safety`] read, and refused when a setting fails.
+#[derive(Debug)]
+pub struct SafetyGuard<S>(pub S);
+
+#[async_trait]
+impl<S: Safety> WriteGuard for SafetyGuard<S> {
+    async fn check(&self) -> Result<(), GuardError> {
+        if cut(Mechanism::BucketCheck) {
+            return Ok(());
+        }
+        match self.0.report().await?.unsafe_error() {
+            None => Ok(()),
+            Some(e) => Err(e.into()),
         }
     }
 }
 
-/// The guard a store kind's settings ask for, if any (none with `skip_bucket_checks`, or for a local folder).
-pub fn guard_for(settings: &StoreSettings) -> Option<Arc<dyn WriteGuard>> {
-    match settings {
-        StoreSettings::S3(s3) => {
-            super::s3::bucket::guard_for_s3(s3).map(|g| Arc::new(g) as Arc<dyn WriteGuard>)
-        }
-        StoreSettings::Azure(az) => {
-            super::azure::safety::guard_for_azure(az).map(|g| Arc::new(g) as Arc<dyn WriteGuard>)
-        }
-        StoreSettings::Gcs(gcs) => {
-            super::gcs::safety::guard_for_gcs(gcs).map(|g| Arc::new(g) as Arc<dyn WriteGuard>)
-        }
-        StoreSettings::Local(_) => None,
+/// The guard over `safety`, or none (with a warning, once per process) when `skip` is set.
+///
+/// `store` names the store in the warning and `what` the settings left unchecked.
+pub(crate) fn unless_skipped<S: Safety + 'static>(
+    skip: bool,
+    once: &'static std::sync::Once,
+    store: &str,
+    what: &str,
+    safety: impl FnOnce() -> S,
+) -> Option<Arc<dyn WriteGuard>> {
+    if skip {
+        once.call_once(|| {
+            tracing::warn!(
+                store = %store,
+                "skip_bucket_checks = true: the record store is NOT checked for {what}; records (which may hold secrets) can be lost or exposed. Run `choudoufu-live bucket setup` and remove the setting."
+            );
+        });
+        None
+    } else {
+        Some(Arc::new(SafetyGuard(safety())))
     }
-}
-
-/// Warn once per process that `store`'s checks are skipped (the setting is unsafe).
-pub(crate) fn warn_skipped(once: &'static std::sync::Once, store: &str, what: &str) {
-    once.call_once(|| {
-        tracing::warn!(
-            store = %store,
-            "skip_bucket_checks = true: the record store is NOT checked for {what}; records (which may hold secrets) can be lost or exposed. Run `choudoufu-live bucket setup` and remove the setting."
-        );
-    });
 }

@@ -1,29 +1,43 @@
-//! What the cloud store kinds share on the wire: the HTTP client, backoff between tries, and error bodies cut short.
+//! What the cloud store kinds share on the wire: the HTTP client, what an answer says about
+//! trying again, and error bodies cut short.
 
 use std::time::Duration;
 
 use thiserror::Error;
 
 use super::StoreError;
+use super::retry::Verdict;
 
 /// How long one HTTP request of a cloud store may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// How much of an error body a message keeps.
 pub const BODY_SHOWN: usize = 400;
 
-/// The HTTP client the Azure and GCS stores send their direct requests with.
-pub fn client() -> reqwest::Client {
+/// The HTTP client could not be built (no TLS backend, say): no request can be sent.
+#[derive(Debug, Error)]
+#[error("the HTTP client could not be built: {0}")]
+pub struct ClientError(#[source] pub reqwest::Error);
+
+/// The HTTP client the Azure and GCS stores send their direct requests with, each request bounded by [`REQUEST_TIMEOUT`].
+pub fn client() -> Result<reqwest::Client, ClientError> {
     reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .build()
-        .unwrap_or_default()
+        .map_err(ClientError)
 }
 
-/// Sleep before try `attempt` (1, 2, ...): `base_ms` doubled per try up to 64x, plus jitter.
-pub async fn backoff(attempt: u32, base_ms: u64) {
-    let base = base_ms << attempt.min(6);
-    let jitter = rand::random::<u64>() % base.max(1);
-    tokio::time::sleep(Duration::from_millis(base + jitter)).await;
+/// What one direct request's outcome says about trying again: a busy or failing service
+/// (408, 429, 5xx) or no answer at all may be tried again; any other answer stands.
+pub fn verdict(outcome: &Result<reqwest::Response, reqwest::Error>) -> Verdict {
+    match outcome {
+        Ok(response) => match response.status().as_u16() {
+            408 | 429 | 500..=599 => Verdict::Busy,
+            _ => Verdict::Final,
+        },
+        // A request that could not be built is not mended by sending it again.
+        Err(e) if e.is_builder() => Verdict::Final,
+        Err(_) => Verdict::NoAnswer,
+    }
 }
 
 /// An HTTP answer a store did not expect: its status and the start of its body.

@@ -17,12 +17,17 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
 use super::{
-    Conflict, History, KeyRange, Listed, ObjectVersion, Page, Precondition, RangeStart,
+    Conflict, DynStore, History, KeyRange, Listed, ObjectVersion, Page, Precondition, RangeStart,
     RecordStore, StoreError, Stored, Version, VersionKind, VersionListing, WriteOutcome,
 };
 use crate::cut::{Mechanism, cut};
+use crate::store::guard::WriteGuard;
+use crate::store::open::StoreConfig;
+use crate::store::private_file::{self, Durability, FILE_MODE};
+use crate::store::settings::error::SettingError;
+use crate::store::settings::kind::StoreKind;
+use crate::store::settings::source::{Reader, SettingsSource};
 
 /// A lock file nobody holds is stale once it is this old, even if its writer's pid is alive.
 pub const STALE_AFTER: Duration = Duration::from_secs(30);
@@ -74,6 +79,18 @@ impl LocalSettings {
         } else {
             root.join(&self.path)
         }
+    }
+}
+
+#[async_trait]
+impl StoreConfig for LocalSettings {
+    async fn store(&self, root: &Path) -> DynStore {
+        std::sync::Arc::new(LocalStore::new(self.path_from(root)))
+    }
+
+    /// A folder keeps no versions and has no settings to check.
+    fn guard(&self) -> Option<std::sync::Arc<dyn WriteGuard>> {
+        None
     }
 }
 
@@ -342,9 +359,6 @@ fn break_if_stale(lock: &Path) -> Result<(), LocalError> {
 
 /// Mode of the folders the store makes: their owner only (records hold attribute values, secrets included).
 const DIR_MODE: u32 = 0o700;
-/// Mode of record, temp and lock files: their owner only.
-const FILE_MODE: u32 = 0o600;
-
 /// Options that create a new file 0600 (a record is its renamed temp file, so it keeps the mode).
 fn private_file() -> OpenOptions {
     let mut options = OpenOptions::new();
@@ -367,25 +381,11 @@ fn private_dirs(dir: &Path) -> std::io::Result<()> {
 
 /// Write `bytes` to `path` atomically: temp file, fsync, rename, fsync folder.
 fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), LocalError> {
-    let tmp = sibling(
-        path,
-        ".tmp.",
-        &format!(".{}", uuid::Uuid::new_v4().simple()),
-    );
-    let result = (|| {
-        let mut f = private_file().open(&tmp).map_err(io("create temp", &tmp))?;
-        f.write_all(bytes).map_err(io("write temp", &tmp))?;
-        f.sync_all().map_err(io("fsync temp", &tmp))?;
-        fs::rename(&tmp, path).map_err(io("rename", path))
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result?;
-    match path.parent() {
-        Some(dir) => sync_dir(dir),
-        None => Ok(()),
-    }
+    private_file::write(path, bytes, Durability::Synced).map_err(|e| LocalError::Io {
+        op: e.step,
+        path: e.path,
+        source: e.source,
+    })
 }
 
 /// The write a conditional local call makes once its precondition holds.

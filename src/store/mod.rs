@@ -2,17 +2,23 @@
 //!
 //! One module or folder per kind (`local`, `s3/`, `azure/`, `gcs/`); what they share is
 //! written once: the [`RecordStore`] trait and its values, the [`StoreError`] they raise,
-//! key segments ([`key`]), settings and their parsers ([`settings`]), the write guard
-//! ([`guard`]), HTTP client helpers of the cloud kinds ([`http`]) and the traced wrapper
+//! key segments ([`key`]), settings and their parsers ([`settings`]), what a kind's settings
+//! build ([`open`]: its store and its write guard, dispatched once in [`StoreSettings::config`]),
+//! the write guard ([`guard`]), the one retry policy of every kind ([`retry`], [`backoff`]),
+//! HTTP client helpers of the cloud kinds ([`http`]) and the traced wrapper
 //! every opened store is wrapped in ([`traced`]).
 
 pub mod azure;
+pub mod backoff;
 pub mod error;
 pub mod gcs;
 pub mod guard;
 pub mod http;
 pub mod key;
 pub mod local;
+pub mod open;
+pub mod private_file;
+pub mod retry;
 pub mod s3;
 pub mod settings;
 pub mod traced;
@@ -27,7 +33,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cut::{Mechanism, cut};
 pub use error::StoreError;
-pub use guard::{GuardError, SafetyUnchecked, UnsafeRecordStore, WriteGuard, guard_for};
+pub use guard::{GuardError, SafetyUnchecked, UnsafeRecordStore, WriteGuard};
+pub use open::{Opened, StoreConfig};
 pub use settings::{SettingError, SettingsSource, StoreKind, StoreSettings};
 pub use versions::{History, ObjectVersion, VersionKind, VersionListing};
 
@@ -368,13 +375,12 @@ pub async fn put_conditional(
 
 /// Open the record store a root's settings name (relative local paths are taken from `root`), traced.
 pub async fn open(settings: &StoreSettings, root: &Path) -> DynStore {
-    let inner: DynStore = match settings {
-        StoreSettings::Local(local) => Arc::new(local::LocalStore::new(local.path_from(root))),
-        StoreSettings::S3(s3) => Arc::new(s3::S3Store::connect(s3).await),
-        StoreSettings::Azure(az) => Arc::new(azure::AzureStore::connect(az)),
-        StoreSettings::Gcs(gcs) => Arc::new(gcs::GcsStore::connect(gcs)),
-    };
-    Arc::new(traced::Traced::new(inner))
+    settings.open_store(root).await
+}
+
+/// The guard a store kind's settings ask for, if any (none with `skip_bucket_checks`, or for a local folder).
+pub fn guard_for(settings: &StoreSettings) -> Option<Arc<dyn WriteGuard>> {
+    settings.guard()
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
-//! A loopback fault proxy between a store client and moto: it forwards each HTTP request,
-//! or answers 500 / 503 SlowDown itself, resets the connection, or forwards the request
+//! A loopback fault proxy between a store client and its peer (moto, azurite, the GCS
+//! emulator): it forwards each HTTP request, or answers the service's own 500 / 503 itself, resets the connection, or forwards the request
 //! and then loses the answer (the subtle one: the write landed, its answer did not).
 
 use std::sync::Arc;
@@ -49,8 +49,24 @@ pub struct Proxy {
     pub counts: Arc<Counts>,
 }
 
-/// Start a proxy in front of `upstream` (host:port); `fault_rate` in percent, seeded.
+/// Whose error answers the proxy injects: each kind's service's own 500 and 503.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    /// S3: XML `InternalError`, `SlowDown`.
+    S3,
+    /// Azure Blob: XML `InternalError`, `ServerBusy`, with `x-ms-error-code`.
+    Azure,
+    /// GCS JSON API: `backendError` 500, 503.
+    Gcs,
+}
+
+/// Start a proxy in front of `upstream` (host:port); `fault_rate` in percent, seeded; S3's error answers.
 pub async fn start(upstream: String, fault_rate: u32, seed: u64) -> Proxy {
+    start_as(upstream, fault_rate, seed, Dialect::S3).await
+}
+
+/// Start a proxy in front of `upstream` (host:port) that injects `dialect`'s error answers.
+pub async fn start_as(upstream: String, fault_rate: u32, seed: u64, dialect: Dialect) -> Proxy {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let counts = Arc::new(Counts::default());
@@ -63,7 +79,7 @@ pub async fn start(upstream: String, fault_rate: u32, seed: u64) -> Proxy {
             };
             let (upstream, counts, rng) = (upstream.clone(), c.clone(), rng.clone());
             tokio::spawn(async move {
-                let _ = serve(sock, &upstream, &counts, &rng, fault_rate).await;
+                let _ = serve(sock, &upstream, &counts, &rng, fault_rate, dialect).await;
             });
         }
     });
@@ -154,6 +170,60 @@ async fn forward(upstream: &str, request: &[u8]) -> std::io::Result<Vec<u8>> {
     Ok(answer)
 }
 
+/// The 500 or 503 answer (`busy`) of `dialect`'s service.
+fn injected_answer(dialect: Dialect, busy: bool) -> Vec<u8> {
+    match (dialect, busy) {
+        (Dialect::S3, false) => error_answer("500 Internal Server Error", "InternalError"),
+        (Dialect::S3, true) => error_answer("503 Slow Down", "SlowDown"),
+        (Dialect::Azure, busy) => {
+            let (status, code, message) = if busy {
+                (
+                    "503 Service Unavailable",
+                    "ServerBusy",
+                    "The server is currently unable to receive requests. Please retry your request.",
+                )
+            } else {
+                (
+                    "500 Internal Server Error",
+                    "InternalError",
+                    "The server encountered an internal error. Please retry the request.",
+                )
+            };
+            let body = format!(
+                "\u{feff}<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>{code}</Code><Message>{message}</Message></Error>"
+            );
+            format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/xml\r\nx-ms-error-code: {code}\r\nx-ms-version: 2021-08-06\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        }
+        (Dialect::Gcs, busy) => {
+            let (status, code, message) = if busy {
+                (
+                    "503 Service Unavailable",
+                    503,
+                    "We encountered an internal error. Please try again.",
+                )
+            } else {
+                (
+                    "500 Internal Server Error",
+                    500,
+                    "We encountered an internal error. Please try again.",
+                )
+            };
+            let body = format!(
+                "{{\"error\":{{\"code\":{code},\"message\":\"{message}\",\"errors\":[{{\"message\":\"{message}\",\"domain\":\"global\",\"reason\":\"backendError\"}}]}}}}"
+            );
+            format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json; charset=UTF-8\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        }
+    }
+}
+
 fn error_answer(status: &str, code: &str) -> Vec<u8> {
     let body = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{code}</Code><Message>injected by the fault proxy</Message></Error>"
@@ -198,6 +268,7 @@ async fn serve(
     counts: &Counts,
     rng: &std::sync::Mutex<u64>,
     rate: u32,
+    dialect: Dialect,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut sock, &mut buf).await? {
@@ -224,13 +295,11 @@ async fn serve(
             }
             Fault::Internal500 => {
                 counts.internal.fetch_add(1, Ordering::SeqCst);
-                sock.write_all(&error_answer("500 Internal Server Error", "InternalError"))
-                    .await?;
+                sock.write_all(&injected_answer(dialect, false)).await?;
             }
             Fault::SlowDown503 => {
                 counts.slowdown.fetch_add(1, Ordering::SeqCst);
-                sock.write_all(&error_answer("503 Slow Down", "SlowDown"))
-                    .await?;
+                sock.write_all(&injected_answer(dialect, true)).await?;
             }
             Fault::Reset => {
                 counts.reset.fetch_add(1, Ordering::SeqCst);

@@ -104,7 +104,7 @@ async fn fresh_bucket_fails_check_naming_all_three_then_setup_makes_it_pass() {
     let failing: Vec<&str> = report
         .checks
         .iter()
-        .filter(|c| !c.ok)
+        .filter(|c| !c.passed())
         .map(|c| c.setting)
         .collect();
     assert_eq!(
@@ -186,7 +186,10 @@ async fn setup_keeps_existing_lifecycle_rules() {
     let report = bucket::check(store.client(), &common::s3_settings(&bucket))
         .await
         .unwrap();
-    assert!(!report.checks[1].ok, "a rule on logs/ only does not count");
+    assert!(
+        !report.checks[1].passed(),
+        "a rule on logs/ only does not count"
+    );
     bucket::setup(store.client(), &bucket).await.unwrap();
     let rules = store
         .client()

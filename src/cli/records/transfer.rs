@@ -1,7 +1,6 @@
 //! `records export` and `records import`: the estate as one terraform state document, and back.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
@@ -16,6 +15,7 @@ use crate::engine::session::{RecordConflictError, RunInfo, Session};
 use crate::engine::state::{self, Header, Item};
 use crate::run::EXIT_CONFLICT;
 use crate::store;
+use crate::store::private_file::Durability;
 
 /// A file of `export` or `import` could not be read or written.
 #[derive(Debug, Error)]
@@ -48,33 +48,15 @@ pub struct ImportRefused {
 
 /// Write `bytes` to `path` as a private file (0600), whole: a temp file beside it, then a rename.
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
-    let fail = |what: &'static str| {
-        move |source| FileError {
-            what,
-            path: path.to_path_buf(),
-            source,
-        }
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp.{}", uuid::Uuid::new_v4().simple()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(fail("cannot create"))?;
-        f.write_all(bytes).map_err(fail("cannot write"))?;
-        f.sync_all().map_err(fail("cannot write"))?;
-        std::fs::rename(&tmp, path).map_err(fail("cannot write"))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    store::private_file::write(path, bytes, Durability::Synced).map_err(|e| FileError {
+        what: if e.step == "create temp" {
+            "cannot create"
+        } else {
+            "cannot write"
+        },
+        path: path.to_path_buf(),
+        source: e.source,
+    })
 }
 
 /// `records export [-o FILE]`.

@@ -1,41 +1,43 @@
 //! The Azure Blob Storage record store: Put Blob with `If-None-Match: *` / `If-Match: <ETag>`,
 //! Delete Blob with `If-Match: <ETag>`.
 //!
-//! Reads, listings and the two conditional puts go through the `object_store` crate
-//! (its `PutMode::Create` sends `If-None-Match: *`, its `PutMode::Update` sends
-//! `If-Match`), which also brings the standard Azure credential chain and Shared Key
-//! signing. `object_store` cannot send a condition with a delete, so the delete alone is
-//! one direct Delete Blob request, authorised with the same credentials: a short-lived
-//! service SAS signed by `object_store` for an account key, the SAS itself, or the
-//! bearer token.
+//! Reads and listings go through the `object_store` crate, which also brings the standard
+//! Azure credential chain and Shared Key signing; its own retry is configured from the
+//! store's [`RetryPolicy`]. The conditional put and delete are direct Blob requests
+//! (`rest.rs`), authorised as `object_store` authorises its own and tried under the same
+//! policy: `object_store` cannot send a condition with a delete, and does not try a
+//! conditional put again when its answer was lost, which `store::put_conditional`
+//! recognises as landed.
 
-use std::time::Duration;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::TryStreamExt;
-use object_store::azure::{AzureConfigKey, AzureCredential, MicrosoftAzure, MicrosoftAzureBuilder};
+use object_store::azure::{AzureConfigKey, MicrosoftAzure, MicrosoftAzureBuilder};
 use object_store::path::Path;
-use object_store::signer::Signer;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{BackoffConfig, ObjectStore, ObjectStoreExt, RetryConfig};
+use reqwest::Method;
 
 mod rest;
 pub mod safety;
 pub mod settings;
 mod versions;
 
-use super::settings::StoreKind;
+use super::guard::WriteGuard;
+use super::http::ClientError;
+use super::open::StoreConfig;
+use super::retry::RetryPolicy;
+use super::settings::kind::StoreKind;
 use super::{
-    KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
-    VersionListing, WriteOutcome, http,
+    DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored,
+    Version, VersionListing, WriteOutcome, http,
 };
 pub use settings::{AzureSettings, ConnectionString, parse_connection_string};
 
-/// The Blob service REST version the direct delete speaks.
-const API_VERSION: &str = "2021-08-06";
 /// Keys per listing page.
 const PAGE_SIZE: usize = 1000;
 
-/// How the direct delete authorises itself.
+/// The `object_store` client the store reads with and signs its direct requests with.
 #[derive(Clone, Debug)]
 enum Blobs {
     Ready(MicrosoftAzure),
@@ -43,11 +45,23 @@ enum Blobs {
     Broken(String),
 }
 
+#[async_trait]
+impl StoreConfig for AzureSettings {
+    async fn store(&self, _root: &std::path::Path) -> DynStore {
+        std::sync::Arc::new(AzureStore::connect(self))
+    }
+
+    fn guard(&self) -> Option<std::sync::Arc<dyn WriteGuard>> {
+        safety::guard(self)
+    }
+}
+
 /// Records in an Azure Blob Storage container.
 #[derive(Debug, Clone)]
 pub struct AzureStore {
     blobs: Blobs,
-    http: reqwest::Client,
+    http: Result<reqwest::Client, Arc<ClientError>>,
+    policy: RetryPolicy,
     /// The account's blob endpoint, without a trailing slash.
     service: String,
     account: String,
@@ -60,7 +74,8 @@ impl AzureStore {
     /// standard Azure chain (`AZURE_STORAGE_*` variables, service principal, workload or
     /// managed identity, Azure CLI). Bad settings make a store whose calls fail with the reason.
     pub fn connect(settings: &AzureSettings) -> Self {
-        let (account, service, blobs) = match build(settings) {
+        let policy = RetryPolicy::default();
+        let (account, service, blobs) = match build(settings, &policy) {
             Ok((account, service, azure)) => (account, service, Blobs::Ready(azure)),
             Err(e) => (
                 settings.storage_account_name.clone().unwrap_or_default(),
@@ -70,7 +85,8 @@ impl AzureStore {
         };
         AzureStore {
             blobs,
-            http: http::client(),
+            http: http::client().map_err(Arc::new),
+            policy,
             service,
             account,
             container: settings.container_name.clone(),
@@ -92,6 +108,13 @@ impl AzureStore {
         }
     }
 
+    /// The HTTP client of the direct requests, or why there is none.
+    fn http(&self, op: &'static str, key: &str) -> Result<&reqwest::Client, StoreError> {
+        self.http
+            .as_ref()
+            .map_err(|e| self.fail(op, key, e.clone()))
+    }
+
     fn fail(&self, op: &'static str, key: &str, err: impl Into<super::error::Cause>) -> StoreError {
         StoreError::new(self.describe(), op, key, err)
     }
@@ -109,6 +132,7 @@ impl AzureStore {
         }
     }
 
+    /// Put Blob with `If-None-Match: *` (create) or `If-Match: <ETag>` (update).
     async fn put_blob(
         &self,
         key: &str,
@@ -116,23 +140,28 @@ impl AzureStore {
         precondition: &Precondition,
     ) -> Result<WriteOutcome<Version>, StoreError> {
         let op = precondition.op();
-        let path = self.path(op, key)?;
-        let mode = match precondition {
-            Precondition::Absent => PutMode::Create,
-            Precondition::Matches(v) => PutMode::Update(UpdateVersion {
-                e_tag: Some(v.token.clone()),
-                version: None,
-            }),
+        let url = self.blob_url(key).map_err(|e| self.fail(op, key, e))?;
+        let condition = match precondition {
+            Precondition::Absent => ("If-None-Match", "*".to_string()),
+            Precondition::Matches(v) => ("If-Match", v.token.clone()),
         };
-        let opts = PutOptions {
-            mode,
-            ..Default::default()
-        };
-        let payload = PutPayload::from(bytes.to_vec());
-        match self.client()?.put_opts(&path, payload, opts).await {
-            Ok(result) => {
-                let version = match result.e_tag {
-                    Some(t) => version(&t),
+        let headers = [
+            ("x-ms-blob-type", "BlockBlob".to_string()),
+            ("content-type", "application/octet-stream".to_string()),
+            condition,
+        ];
+        let response = self
+            .rest(op, key, Method::PUT, url, &headers, bytes.to_vec())
+            .await?;
+        match response.status().as_u16() {
+            200..=299 => {
+                let etag = response
+                    .headers()
+                    .get("etag")
+                    .and_then(|v| v.to_str().ok())
+                    .map(version);
+                let version = match etag {
+                    Some(v) => v,
                     None => self.head_version(key).await?.ok_or_else(|| {
                         self.fail(
                             op,
@@ -143,50 +172,10 @@ impl AzureStore {
                 };
                 Ok(WriteOutcome::Written(version))
             }
-            Err(
-                object_store::Error::AlreadyExists { .. }
-                | object_store::Error::Precondition { .. }
-                | object_store::Error::NotFound { .. },
-            ) => Ok(WriteOutcome::Conflict(precondition.conflict(None))),
-            Err(e) => Err(self.fail(op, key, e)),
+            // 409 BlobAlreadyExists (create), 412 ConditionNotMet (update), 404 (update of no blob).
+            409 | 412 | 404 => Ok(WriteOutcome::Conflict(precondition.conflict(None))),
+            _ => Err(http::unexpected(self.describe(), op, key, response).await),
         }
-    }
-
-    /// The blob's URL and how to authorise a request on it.
-    async fn delete_request(&self, key: &str) -> Result<reqwest::RequestBuilder, StoreError> {
-        let azure = self.client()?;
-        let path = self.path("delete", key)?;
-        let credential = azure
-            .credentials()
-            .get_credential()
-            .await
-            .map_err(|e| self.fail("delete", key, e))?;
-        let req = match credential.as_ref() {
-            AzureCredential::AccessKey(_) => {
-                let url = azure
-                    .signed_url(reqwest::Method::DELETE, &path, Duration::from_secs(300))
-                    .await
-                    .map_err(|e| self.fail("delete", key, e))?;
-                self.http.delete(url)
-            }
-            AzureCredential::SASToken(pairs) => {
-                let mut url = self
-                    .blob_url(key)
-                    .map_err(|e| self.fail("delete", key, e))?;
-                url.query_pairs_mut().extend_pairs(pairs.iter());
-                self.http.delete(url)
-            }
-            AzureCredential::BearerToken(token) => {
-                let url = self
-                    .blob_url(key)
-                    .map_err(|e| self.fail("delete", key, e))?;
-                self.http.delete(url).bearer_auth(token)
-            }
-        };
-        Ok(req.header("x-ms-version", API_VERSION).header(
-            "x-ms-date",
-            httpdate::fmt_http_date(std::time::SystemTime::now()),
-        ))
     }
 
     fn blob_url(&self, key: &str) -> Result<url::Url, String> {
@@ -270,7 +259,23 @@ fn version(etag: &str) -> Version {
     Version::new(format!("\"{}\"", etag.trim_matches('"')))
 }
 
-fn build(settings: &AzureSettings) -> Result<(String, String, MicrosoftAzure), String> {
+/// `object_store`'s own retry, from the store's policy: the same tries, waits and deadline.
+fn object_store_retry(policy: &RetryPolicy) -> RetryConfig {
+    RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: policy.backoff.initial,
+            max_backoff: policy.backoff.cap,
+            base: 2.0,
+        },
+        max_retries: policy.tries.saturating_sub(1) as usize,
+        retry_timeout: policy.deadline,
+    }
+}
+
+fn build(
+    settings: &AzureSettings,
+    policy: &RetryPolicy,
+) -> Result<(String, String, MicrosoftAzure), String> {
     let conn = settings
         .connection_string
         .as_deref()
@@ -278,8 +283,9 @@ fn build(settings: &AzureSettings) -> Result<(String, String, MicrosoftAzure), S
         .transpose()
         .map_err(|e| format!("connection_string: {e}"))?
         .unwrap_or_default();
-    let mut builder =
-        MicrosoftAzureBuilder::from_env().with_container_name(&settings.container_name);
+    let mut builder = MicrosoftAzureBuilder::from_env()
+        .with_container_name(&settings.container_name)
+        .with_retry(object_store_retry(policy));
     let account = settings
         .storage_account_name
         .clone()
@@ -362,13 +368,13 @@ impl RecordStore for AzureStore {
     }
 
     async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
-        let response = self
-            .delete_request(key)
-            .await?
-            .header("If-Match", &expected.token)
-            .send()
-            .await
+        let url = self
+            .blob_url(key)
             .map_err(|e| self.fail("delete", key, e))?;
+        let headers = [("If-Match", expected.token.clone())];
+        let response = self
+            .rest("delete", key, Method::DELETE, url, &headers, Vec::new())
+            .await?;
         match response.status().as_u16() {
             200..=299 => Ok(WriteOutcome::Written(())),
             412 | 404 | 409 => Ok(WriteOutcome::Conflict(

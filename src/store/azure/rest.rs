@@ -1,5 +1,5 @@
-//! Direct Blob service requests (version listings, version reads, service and container
-//! properties), authorised exactly as `object_store` authorises its own: Shared Key for an
+//! Direct Blob service requests (the conditional put and delete, version listings, version
+//! reads, service and container properties), each under the retry policy, authorised exactly as `object_store` authorises its own: Shared Key for an
 //! account key, the SAS token's query, or the bearer token (its `AzureAuthorizer`).
 
 use object_store::azure::AzureAuthorizer;
@@ -8,7 +8,8 @@ use reqwest::Method;
 use reqwest::header::CONTENT_LENGTH;
 
 use super::AzureStore;
-use crate::store::StoreError;
+use crate::store::retry::Verdict;
+use crate::store::{StoreError, http};
 
 /// The Blob service REST version these requests speak (blob versions need 2019-12-12 or later).
 pub(super) const REST_VERSION: &str = "2023-11-03";
@@ -32,7 +33,8 @@ impl AzureStore {
         Ok(url)
     }
 
-    /// Send one authorised request; the answer, whatever its status.
+    /// Send one authorised request under the retry policy (a busy service, a failed or lost
+    /// answer is tried again, signed afresh); the answer of the last try, whatever its status.
     pub(super) async fn rest(
         &self,
         op: &'static str,
@@ -42,13 +44,34 @@ impl AzureStore {
         headers: &[(&'static str, String)],
         body: Vec<u8>,
     ) -> Result<reqwest::Response, StoreError> {
+        let outcome = self
+            .policy
+            .run(
+                || self.try_rest(op, key, method.clone(), &url, headers, body.clone()),
+                |o: &Result<_, StoreError>| o.as_ref().map_or(Verdict::Final, http::verdict),
+            )
+            .await?;
+        outcome.map_err(|e| self.fail(op, key, e))
+    }
+
+    /// One try of [`AzureStore::rest`]: signed and sent; the answer or the transport's error.
+    async fn try_rest(
+        &self,
+        op: &'static str,
+        key: &str,
+        method: Method,
+        url: &url::Url,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> Result<Result<reqwest::Response, reqwest::Error>, StoreError> {
+        let client = self.http(op, key)?;
         let azure = self.client()?;
         let credential = azure
             .credentials()
             .get_credential()
             .await
             .map_err(|e| self.fail(op, key, e))?;
-        let mut builder = http::Request::builder()
+        let mut builder = ::http::Request::builder()
             .method(method)
             .uri(url.as_str())
             .header("x-ms-version", REST_VERSION);
@@ -68,15 +91,12 @@ impl AzureStore {
         let (parts, _) = request.into_parts();
         // A SAS credential adds its query to the URI.
         let url = url::Url::parse(&parts.uri.to_string()).map_err(|e| self.fail(op, key, e))?;
-        let mut send = self.http.request(parts.method, url);
+        let mut send = client.request(parts.method, url);
         for (name, value) in parts.headers.iter() {
             if name != CONTENT_LENGTH {
                 send = send.header(name, value);
             }
         }
-        send.body(body)
-            .send()
-            .await
-            .map_err(|e| self.fail(op, key, e))
+        Ok(send.body(body).send().await)
     }
 }

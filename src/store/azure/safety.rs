@@ -9,17 +9,16 @@
 //! command that checks them. [`AzureGuard`] checks once per run; [`setup`] applies what the
 //! data plane can set (soft delete, a private container), idempotently.
 
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use reqwest::Method;
 use serde::Deserialize;
 use thiserror::Error;
 
 use super::{AzureSettings, AzureStore};
-use crate::cut::{Mechanism, cut};
 use crate::store::guard::{
-    CheckStatus, GuardError, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
-    WriteGuard, warn_skipped,
+    CheckStatus, Safety, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
+    WriteGuard, unless_skipped,
 };
 use crate::store::key::ROOT_PREFIX;
 use crate::store::{RecordStore, StoreError, http};
@@ -380,49 +379,30 @@ pub async fn setup(store: &AzureStore) -> Result<Vec<SafetyStep>, AzureSafetyErr
     Ok(steps)
 }
 
-/// The once-per-run check of an Azure record store before the first write.
-#[derive(Debug, Clone)]
-pub struct AzureGuard {
-    settings: AzureSettings,
-}
-
 #[async_trait::async_trait]
-impl WriteGuard for AzureGuard {
-    async fn check(&self) -> Result<(), GuardError> {
-        if cut(Mechanism::BucketCheck) {
-            return Ok(());
-        }
-        let store = AzureStore::connect(&self.settings);
-        match check(&store).await {
-            Ok(report) => match report.unsafe_error() {
-                None => Ok(()),
-                Some(e) => Err(e.into()),
-            },
-            Err(e) => Err(SafetyUnchecked::new(
+impl Safety for AzureSettings {
+    async fn report(&self) -> Result<SafetyReport, SafetyUnchecked> {
+        let store = AzureStore::connect(self);
+        check(&store).await.map_err(|e| {
+            SafetyUnchecked::new(
                 store.describe(),
                 e.source.reason,
                 e.to_string(),
                 "the identity needs to read the blob service properties and the container's ACL (an account key, or a role with Microsoft.Storage/storageAccounts/blobServices/read)",
             )
-            .into()),
-        }
+        })
     }
 }
 
 static SKIP_WARNED: Once = Once::new();
 
 /// The guard for an Azure store, or none (with a warning, once) when `skip_bucket_checks` is set.
-pub fn guard_for_azure(settings: &AzureSettings) -> Option<AzureGuard> {
-    if settings.skip_bucket_checks {
-        warn_skipped(
-            &SKIP_WARNED,
-            &format!("azurerm container {}", settings.container_name),
-            "blob versioning or soft delete, public access and HTTPS",
-        );
-        None
-    } else {
-        Some(AzureGuard {
-            settings: settings.clone(),
-        })
-    }
+pub(super) fn guard(settings: &AzureSettings) -> Option<Arc<dyn WriteGuard>> {
+    unless_skipped(
+        settings.skip_bucket_checks,
+        &SKIP_WARNED,
+        &format!("azurerm container {}", settings.container_name),
+        "blob versioning or soft delete, public access and HTTPS",
+        || settings.clone(),
+    )
 }

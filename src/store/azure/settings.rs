@@ -1,6 +1,8 @@
 //! The Azure store's settings: the `record_store "azurerm"` attributes and Azure Storage connection strings.
 
-use crate::store::settings::{Reader, SettingError, SettingsSource, StoreKind};
+use crate::store::settings::error::SettingError;
+use crate::store::settings::kind::StoreKind;
+use crate::store::settings::source::{Reader, SettingsSource};
 
 /// The Azurite development account (public, documented by Microsoft).
 pub(crate) const DEV_ACCOUNT: &str = "devstoreaccount1";

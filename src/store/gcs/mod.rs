@@ -11,23 +11,29 @@
 pub mod safety;
 mod versions;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use object_store::gcp::{GcpCredentialProvider, GoogleCloudStorageBuilder};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 
-use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
+use super::guard::WriteGuard;
+use super::http::ClientError;
+use super::open::StoreConfig;
+use super::retry::{RetryPolicy, Verdict};
+use super::settings::error::SettingError;
+use super::settings::kind::StoreKind;
+use super::settings::source::{Reader, SettingsSource};
 use super::{
-    KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
-    VersionListing, WriteOutcome, http, within,
+    DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored,
+    Version, VersionListing, WriteOutcome, http, within,
 };
 
 /// The public endpoint.
 pub const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
 /// Keys per listing page.
 const PAGE_SIZE: usize = 1000;
-/// How often a write answered 429 or 503 (per-object rate limit, service busy) is tried again.
-const BUSY_RETRIES: u32 = 6;
 
 /// Characters kept as they are in an object name in a URL path.
 const NAME: &AsciiSet = &NON_ALPHANUMERIC
@@ -75,10 +81,22 @@ impl GcsSettings {
     }
 }
 
+#[async_trait]
+impl StoreConfig for GcsSettings {
+    async fn store(&self, _root: &std::path::Path) -> DynStore {
+        std::sync::Arc::new(GcsStore::connect(self))
+    }
+
+    fn guard(&self) -> Option<std::sync::Arc<dyn WriteGuard>> {
+        safety::guard(self)
+    }
+}
+
 /// Records in a Google Cloud Storage bucket.
 #[derive(Debug, Clone)]
 pub struct GcsStore {
-    http: reqwest::Client,
+    http: Result<reqwest::Client, Arc<ClientError>>,
+    policy: RetryPolicy,
     credentials: Result<Option<GcpCredentialProvider>, String>,
     endpoint: String,
     bucket: String,
@@ -129,7 +147,8 @@ impl GcsStore {
                 .map_err(|e| e.to_string())
         };
         GcsStore {
-            http: http::client(),
+            http: http::client().map_err(Arc::new),
+            policy: RetryPolicy::default(),
             credentials,
             endpoint: settings
                 .endpoint
@@ -183,29 +202,25 @@ impl GcsStore {
         }
     }
 
-    /// Send, trying again while the service says it is busy; the response of the last try.
+    /// Send under the retry policy (a busy service, a failed or lost answer is tried again); the response of the last try.
     async fn send(
         &self,
         op: &'static str,
         key: &str,
-        make: impl Fn() -> reqwest::RequestBuilder,
+        make: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, StoreError> {
-        let mut attempt = 0;
-        loop {
-            let response = self
-                .authorised(op, key, make())
-                .await?
-                .send()
-                .await
-                .map_err(|e| self.fail(op, key, e))?;
-            let status = response.status().as_u16();
-            if matches!(status, 429 | 503) && attempt < BUSY_RETRIES {
-                attempt += 1;
-                http::backoff(attempt, 50).await;
-                continue;
-            }
-            return Ok(response);
-        }
+        let http = self
+            .http
+            .as_ref()
+            .map_err(|e| self.fail(op, key, e.clone()))?;
+        let outcome = self
+            .policy
+            .run(
+                || async { Ok(self.authorised(op, key, make(http)).await?.send().await) },
+                |o: &Result<_, StoreError>| o.as_ref().map_or(Verdict::Final, http::verdict),
+            )
+            .await?;
+        outcome.map_err(|e| self.fail(op, key, e))
     }
 
     async fn error(&self, op: &'static str, key: &str, response: reqwest::Response) -> StoreError {
@@ -214,7 +229,7 @@ impl GcsStore {
 
     async fn metadata(&self, key: &str) -> Result<Option<Object>, StoreError> {
         let url = self.object_url(key);
-        let response = self.send("get", key, || self.http.get(&url)).await?;
+        let response = self.send("get", key, |http| http.get(&url)).await?;
         match response.status().as_u16() {
             200 => response
                 .json::<Object>()
@@ -237,8 +252,8 @@ impl GcsStore {
         let url = self.bucket_url();
         let page_size = limit.to_string();
         let response = self
-            .send("list", prefix, || {
-                let mut req = self.http.get(&url).query(&[
+            .send("list", prefix, |http| {
+                let mut req = http.get(&url).query(&[
                     ("prefix", prefix),
                     ("maxResults", page_size.as_str()),
                     ("fields", "items(name,generation),nextPageToken"),
@@ -291,9 +306,8 @@ impl GcsStore {
         );
         let generation = precondition.expected().map_or("0", |v| v.token.as_str());
         let response = self
-            .send(op, key, || {
-                self.http
-                    .post(&url)
+            .send(op, key, |http| {
+                http.post(&url)
                     .query(&[
                         ("uploadType", "media"),
                         ("name", key),
@@ -336,9 +350,8 @@ impl RecordStore for GcsStore {
             let version = object.version();
             let url = self.object_url(key);
             let response = self
-                .send("get", key, || {
-                    self.http
-                        .get(&url)
+                .send("get", key, |http| {
+                    http.get(&url)
                         .query(&[("alt", "media"), ("generation", version.token.as_str())])
                 })
                 .await?;
@@ -394,9 +407,8 @@ impl RecordStore for GcsStore {
     async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
         let url = self.object_url(key);
         let response = self
-            .send("delete", key, || {
-                self.http
-                    .delete(&url)
+            .send("delete", key, |http| {
+                http.delete(&url)
                     .query(&[("ifGenerationMatch", expected.token.as_str())])
             })
             .await?;

@@ -6,16 +6,15 @@
 //! with one `PATCH`. [`GcsGuard`] checks once per run; [`setup`] applies what is missing,
 //! keeping the bucket's other lifecycle rules.
 
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use serde_json::{Value, json};
 use thiserror::Error;
 
 use super::{GcsSettings, GcsStore};
-use crate::cut::{Mechanism, cut};
 use crate::store::guard::{
-    CheckStatus, GuardError, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
-    WriteGuard, warn_skipped,
+    CheckStatus, Safety, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
+    WriteGuard, unless_skipped,
 };
 use crate::store::key::ROOT_PREFIX;
 use crate::store::{RecordStore, StoreError};
@@ -297,7 +296,7 @@ pub async fn setup(store: &GcsStore) -> Result<Vec<SafetyStep>, GcsSafetyError> 
             source,
         };
         let response = store
-            .send("buckets.patch", "", || store.http.patch(&url).json(&body))
+            .send("buckets.patch", "", |http| http.patch(&url).json(&body))
             .await
             .map_err(fail)?;
         if !response.status().is_success() {
@@ -307,51 +306,32 @@ pub async fn setup(store: &GcsStore) -> Result<Vec<SafetyStep>, GcsSafetyError> 
     Ok(steps)
 }
 
-/// The once-per-run check of a GCS record store's bucket before the first write.
-#[derive(Debug, Clone)]
-pub struct GcsGuard {
-    settings: GcsSettings,
-}
-
 #[async_trait::async_trait]
-impl WriteGuard for GcsGuard {
-    async fn check(&self) -> Result<(), GuardError> {
-        if cut(Mechanism::BucketCheck) {
-            return Ok(());
-        }
-        let store = GcsStore::connect(&self.settings);
-        match check(&store).await {
-            Ok(report) => match report.unsafe_error() {
-                None => Ok(()),
-                Some(e) => Err(e.into()),
-            },
-            Err(e) => Err(SafetyUnchecked::new(
+impl Safety for GcsSettings {
+    async fn report(&self) -> Result<SafetyReport, SafetyUnchecked> {
+        let store = GcsStore::connect(self);
+        check(&store).await.map_err(|e| {
+            SafetyUnchecked::new(
                 store.describe(),
                 e.source.reason,
                 e.to_string(),
                 "the identity needs storage.buckets.get on the bucket",
             )
-            .into()),
-        }
+        })
     }
 }
 
 static SKIP_WARNED: Once = Once::new();
 
 /// The guard for a GCS store, or none (with a warning, once) when `skip_bucket_checks` is set.
-pub fn guard_for_gcs(settings: &GcsSettings) -> Option<GcsGuard> {
-    if settings.skip_bucket_checks {
-        warn_skipped(
-            &SKIP_WARNED,
-            &format!("gs://{}", settings.bucket),
-            "object versioning, noncurrent expiry, public access prevention and uniform access",
-        );
-        None
-    } else {
-        Some(GcsGuard {
-            settings: settings.clone(),
-        })
-    }
+pub(super) fn guard(settings: &GcsSettings) -> Option<Arc<dyn WriteGuard>> {
+    unless_skipped(
+        settings.skip_bucket_checks,
+        &SKIP_WARNED,
+        &format!("gs://{}", settings.bucket),
+        "object versioning, noncurrent expiry, public access prevention and uniform access",
+        || settings.clone(),
+    )
 }
 
 #[cfg(test)]

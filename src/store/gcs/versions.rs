@@ -57,7 +57,7 @@ impl GcsStore {
         op: &'static str,
     ) -> Result<serde_json::Value, StoreError> {
         let url = self.bucket_meta_url();
-        let response = self.send(op, "", || self.http.get(&url)).await?;
+        let response = self.send(op, "", |http| http.get(&url)).await?;
         if response.status().as_u16() != 200 {
             return Err(self.error(op, "", response).await);
         }
@@ -73,8 +73,8 @@ pub(super) async fn list(store: &GcsStore, prefix: &str) -> Result<VersionListin
     let mut token: Option<String> = None;
     loop {
         let response = store
-            .send("list_versions", prefix, || {
-                let mut req = store.http.get(&url).query(&[
+            .send("list_versions", prefix, |http| {
+                let mut req = http.get(&url).query(&[
                     ("prefix", prefix),
                     ("versions", "true"),
                     ("maxResults", page_size.as_str()),
@@ -178,10 +178,8 @@ pub(super) async fn get(
 ) -> Result<Option<Stored>, StoreError> {
     let url = store.object_url(key);
     let response = store
-        .send("get_version", key, || {
-            store
-                .http
-                .get(&url)
+        .send("get_version", key, |http| {
+            http.get(&url)
                 .query(&[("alt", "media"), ("generation", generation)])
         })
         .await?;

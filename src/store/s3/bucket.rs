@@ -6,7 +6,7 @@
 //! public access block settings). [`BucketGuard`] checks this once per run; [`setup`]
 //! applies all three, idempotently.
 
-use std::sync::Once;
+use std::sync::{Arc, Once};
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
@@ -18,10 +18,12 @@ use aws_sdk_s3::types::{
 use thiserror::Error;
 
 use super::{S3Settings, S3Store};
-use crate::cut::{Mechanism, cut};
 use crate::store::RecordStore;
 use crate::store::error::Reason;
-use crate::store::guard::{GuardError, SafetyUnchecked, UnsafeRecordStore, WriteGuard};
+use crate::store::guard::{
+    CheckStatus, Safety, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
+    WriteGuard, unless_skipped,
+};
 use crate::store::key::ROOT_PREFIX;
 
 /// The ID of the lifecycle rule `bucket setup` adds.
@@ -48,69 +50,6 @@ pub struct BucketError {
     pub message: String,
     /// Why it failed: no answer, the credentials refused, or another answer.
     pub reason: Reason,
-}
-
-/// One safety setting as found on the bucket.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SettingCheck {
-    /// Which setting.
-    pub setting: &'static str,
-    /// Whether it is as it must be.
-    pub ok: bool,
-    /// What was found.
-    pub found: String,
-    /// The commands that fix it.
-    pub fix: String,
-}
-
-impl SettingCheck {
-    /// The problem line an `UnsafeRecordStore` error shows for a failing setting.
-    pub fn problem(&self) -> String {
-        format!("{}: found {}; fix: {}", self.setting, self.found, self.fix)
-    }
-}
-
-/// Every safety setting of one bucket.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BucketReport {
-    /// The store, e.g. `s3://bucket`.
-    pub store: String,
-    /// The three settings, in a fixed order.
-    pub checks: Vec<SettingCheck>,
-}
-
-impl BucketReport {
-    /// True when every setting passes.
-    pub fn passed(&self) -> bool {
-        self.checks.iter().all(|c| c.ok)
-    }
-
-    /// The refusal for the failing settings, or none when all pass.
-    pub fn unsafe_error(&self) -> Option<UnsafeRecordStore> {
-        let problems: Vec<String> = self
-            .checks
-            .iter()
-            .filter(|c| !c.ok)
-            .map(SettingCheck::problem)
-            .collect();
-        if problems.is_empty() {
-            None
-        } else {
-            Some(UnsafeRecordStore {
-                store: self.store.clone(),
-                problems,
-            })
-        }
-    }
-}
-
-/// What `setup` did to one setting.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SetupStep {
-    /// Which setting.
-    pub setting: &'static str,
-    /// True when it was changed; false when it was already as it must be.
-    pub changed: bool,
 }
 
 fn api_error<E>(bucket: &str, op: &'static str, err: &SdkError<E>) -> BucketError
@@ -236,15 +175,15 @@ fn xml_element<'a>(xml: &'a str, name: &str) -> Option<&'a str> {
 async fn check_versioning(
     client: &Client,
     settings: &S3Settings,
-) -> Result<SettingCheck, BucketError> {
+) -> Result<SafetyCheck, BucketError> {
     let (ok, found) = match versioning_status(client, &settings.bucket).await? {
         Some(BucketVersioningStatus::Enabled) => (true, "Enabled".to_string()),
         Some(other) => (false, other.as_str().to_string()),
         None => (false, "never enabled".to_string()),
     };
-    Ok(SettingCheck {
+    Ok(SafetyCheck {
         setting: VERSIONING,
-        ok,
+        status: status(ok),
         found,
         fix: fix_command(VERSIONING, settings),
     })
@@ -266,7 +205,7 @@ async fn lifecycle_rules(client: &Client, bucket: &str) -> Result<Vec<LifecycleR
 async fn check_lifecycle(
     client: &Client,
     settings: &S3Settings,
-) -> Result<SettingCheck, BucketError> {
+) -> Result<SafetyCheck, BucketError> {
     let rules = lifecycle_rules(client, &settings.bucket).await?;
     let ok = rules.iter().any(rule_expires_records);
     let found = match (ok, rules.len()) {
@@ -276,9 +215,9 @@ async fn check_lifecycle(
             "{n} lifecycle rule(s), none enabled with NoncurrentVersionExpiration over {ROOT_PREFIX}"
         ),
     };
-    Ok(SettingCheck {
+    Ok(SafetyCheck {
         setting: LIFECYCLE,
-        ok,
+        status: status(ok),
         found,
         fix: fix_command(LIFECYCLE, settings),
     })
@@ -310,7 +249,7 @@ fn block_flags(c: &PublicAccessBlockConfiguration) -> [(&'static str, bool); 4] 
 async fn check_public_access(
     client: &Client,
     settings: &S3Settings,
-) -> Result<SettingCheck, BucketError> {
+) -> Result<SafetyCheck, BucketError> {
     let (ok, found) = match public_access_block(client, &settings.bucket).await? {
         None => (false, "no public access block".to_string()),
         Some(c) => {
@@ -326,17 +265,17 @@ async fn check_public_access(
             }
         }
     };
-    Ok(SettingCheck {
+    Ok(SafetyCheck {
         setting: PUBLIC_ACCESS_BLOCK,
-        ok,
+        status: status(ok),
         found,
         fix: fix_command(PUBLIC_ACCESS_BLOCK, settings),
     })
 }
 
 /// Check the three safety settings of the bucket in `settings`.
-pub async fn check(client: &Client, settings: &S3Settings) -> Result<BucketReport, BucketError> {
-    Ok(BucketReport {
+pub async fn check(client: &Client, settings: &S3Settings) -> Result<SafetyReport, BucketError> {
+    Ok(SafetyReport {
         store: format!("s3://{}", settings.bucket),
         checks: vec![
             check_versioning(client, settings).await?,
@@ -349,7 +288,7 @@ pub async fn check(client: &Client, settings: &S3Settings) -> Result<BucketRepor
 /// Apply the three safety settings to `bucket`; settings already right are left alone.
 ///
 /// Existing lifecycle rules are kept: the noncurrent-expiry rule is added beside them.
-pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SetupStep>, BucketError> {
+pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SafetyStep>, BucketError> {
     let mut steps = Vec::new();
 
     let enabled = versioning_status(client, bucket).await? == Some(BucketVersioningStatus::Enabled);
@@ -366,9 +305,9 @@ pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SetupStep>, Buck
             .await
             .map_err(|e| api_error(bucket, "PutBucketVersioning", &e))?;
     }
-    steps.push(SetupStep {
+    steps.push(SafetyStep {
         setting: VERSIONING,
-        changed: !enabled,
+        outcome: outcome(!enabled),
     });
 
     let mut rules = lifecycle_rules(client, bucket).await?;
@@ -409,9 +348,9 @@ pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SetupStep>, Buck
             .await
             .map_err(|e| api_error(bucket, "PutBucketLifecycleConfiguration", &e))?;
     }
-    steps.push(SetupStep {
+    steps.push(SafetyStep {
         setting: LIFECYCLE,
-        changed: !has_rule,
+        outcome: outcome(!has_rule),
     });
 
     let blocked = public_access_block(client, bucket)
@@ -433,62 +372,55 @@ pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SetupStep>, Buck
             .await
             .map_err(|e| api_error(bucket, "PutPublicAccessBlock", &e))?;
     }
-    steps.push(SetupStep {
+    steps.push(SafetyStep {
         setting: PUBLIC_ACCESS_BLOCK,
-        changed: !blocked,
+        outcome: outcome(!blocked),
     });
     Ok(steps)
 }
 
-/// The once-per-run check of an S3 record store's bucket before the first write.
-#[derive(Debug, Clone)]
-pub struct BucketGuard {
-    settings: S3Settings,
+/// A setting's status from whether it is as it must be (S3 reads every one of its settings).
+fn status(ok: bool) -> CheckStatus {
+    if ok {
+        CheckStatus::Pass
+    } else {
+        CheckStatus::Fail
+    }
 }
 
-impl BucketGuard {
-    /// A guard on the bucket in `settings`.
-    pub fn new(settings: S3Settings) -> Self {
-        BucketGuard { settings }
+/// What `setup` did to a setting, from whether it changed it.
+fn outcome(changed: bool) -> SetupOutcome {
+    if changed {
+        SetupOutcome::Applied
+    } else {
+        SetupOutcome::Unchanged
     }
 }
 
 #[async_trait::async_trait]
-impl WriteGuard for BucketGuard {
-    async fn check(&self) -> Result<(), GuardError> {
-        if cut(Mechanism::BucketCheck) {
-            return Ok(());
-        }
-        let store = S3Store::connect(&self.settings).await;
-        match check(store.client(), &self.settings).await {
-            Ok(report) => match report.unsafe_error() {
-                None => Ok(()),
-                Some(e) => Err(e.into()),
-            },
-            Err(e) => Err(SafetyUnchecked::new(
+impl Safety for S3Settings {
+    async fn report(&self) -> Result<SafetyReport, SafetyUnchecked> {
+        let store = S3Store::connect(self).await;
+        check(store.client(), self).await.map_err(|e| {
+            SafetyUnchecked::new(
                 store.describe(),
                 e.reason,
                 e.to_string(),
                 "the role needs s3:GetBucketVersioning, s3:GetLifecycleConfiguration and s3:GetBucketPublicAccessBlock",
             )
-            .into()),
-        }
+        })
     }
 }
 
 static SKIP_WARNED: Once = Once::new();
 
 /// The guard for an S3 store, or none (with a warning, once) when `skip_bucket_checks` is set.
-pub fn guard_for_s3(settings: &S3Settings) -> Option<BucketGuard> {
-    if settings.skip_bucket_checks {
-        SKIP_WARNED.call_once(|| {
-            tracing::warn!(
-                bucket = %settings.bucket,
-                "skip_bucket_checks = true: the record store bucket is NOT checked for versioning, noncurrent-version expiry and public access block; records (which may hold secrets) can be lost or exposed. Run `choudoufu-live bucket setup` and remove the setting."
-            );
-        });
-        None
-    } else {
-        Some(BucketGuard::new(settings.clone()))
-    }
+pub(super) fn guard(settings: &S3Settings) -> Option<Arc<dyn WriteGuard>> {
+    unless_skipped(
+        settings.skip_bucket_checks,
+        &SKIP_WARNED,
+        &format!("s3://{}", settings.bucket),
+        "versioning, noncurrent-version expiry and public access block",
+        || settings.clone(),
+    )
 }

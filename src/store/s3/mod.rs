@@ -6,6 +6,7 @@
 pub mod bucket;
 mod versions;
 
+use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -16,24 +17,26 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 
 use super::error::Reason;
-use super::settings::{Reader, SettingError, SettingsSource, StoreKind};
+use super::guard::WriteGuard;
+use super::open::StoreConfig;
+use super::retry::{self, RetryPolicy, Verdict};
+use super::settings::error::SettingError;
+use super::settings::kind::StoreKind;
+use super::settings::source::{Reader, SettingsSource};
 use super::{
-    KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored, Version,
-    VersionListing, WriteOutcome, http, key, traced, within,
+    DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreError, Stored,
+    Version, VersionListing, WriteOutcome, key, within,
 };
 use crate::cut::{Mechanism, cut};
 
-/// How many tries one store call gets (the SDK's standard retry, with backoff), unless `AWS_MAX_ATTEMPTS` says otherwise.
-pub const MAX_ATTEMPTS: u32 = 8;
+/// How many tries one store call gets (the store's retry policy), unless `AWS_MAX_ATTEMPTS` says otherwise.
+pub const MAX_ATTEMPTS: u32 = retry::TRIES;
 /// The AWS standard variable that sets how many tries one store call gets.
 pub const MAX_ATTEMPTS_ENV: &str = "AWS_MAX_ATTEMPTS";
 /// How long one try may take before it is abandoned and tried again.
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Environment variable that sets the per-try timeout in milliseconds.
 pub const ATTEMPT_TIMEOUT_ENV: &str = "CHOUDOUFU_S3_ATTEMPT_TIMEOUT_MS";
-
-/// How often a write answered 409 `ConditionalRequestConflict` is tried again.
-const CONFLICT_RETRIES: u32 = 6;
 
 /// Settings of an S3 (or S3-compatible) record store.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -78,6 +81,17 @@ impl S3Settings {
     }
 }
 
+#[async_trait]
+impl StoreConfig for S3Settings {
+    async fn store(&self, _root: &Path) -> DynStore {
+        std::sync::Arc::new(S3Store::connect(self).await)
+    }
+
+    fn guard(&self) -> Option<std::sync::Arc<dyn WriteGuard>> {
+        bucket::guard(self)
+    }
+}
+
 /// Records in an S3 bucket.
 #[derive(Debug, Clone)]
 pub struct S3Store {
@@ -87,6 +101,27 @@ pub struct S3Store {
     page_size: i32,
     /// The custom endpoint, for messages (none: the region's AWS endpoint).
     endpoint: Option<String>,
+    /// The tries of a write answered 409 `ConditionalRequestConflict`, which the SDK does not retry.
+    policy: RetryPolicy,
+}
+
+/// The S3 kind's retry policy: the store's, with `AWS_MAX_ATTEMPTS` tries when it is set.
+pub fn policy() -> RetryPolicy {
+    let tries = std::env::var(MAX_ATTEMPTS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(MAX_ATTEMPTS);
+    RetryPolicy::default().with_tries(tries)
+}
+
+/// What an S3 answer says about trying again, beyond the SDK's own retry: a 409
+/// `ConditionalRequestConflict` (another conditional write to the key in progress) is tried again.
+fn conflict_verdict<T, E>(outcome: &Result<T, SdkError<E>>) -> Verdict {
+    match outcome {
+        Err(e) if status(e) == Some(409) => Verdict::Busy,
+        _ => Verdict::Final,
+    }
 }
 
 impl S3Store {
@@ -101,16 +136,16 @@ impl S3Store {
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
             .map_or(DEFAULT_ATTEMPT_TIMEOUT, Duration::from_millis);
-        let attempts = std::env::var(MAX_ATTEMPTS_ENV)
-            .ok()
-            .and_then(|v| v.trim().parse::<u32>().ok())
-            .filter(|n| *n >= 1)
-            .unwrap_or(MAX_ATTEMPTS);
+        let policy = policy();
         let mut builder = aws_sdk_s3::config::Builder::from(&shared)
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
             .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
+            // The SDK's standard retry, from the store's policy: the same tries and waits.
             .retry_config(
-                aws_sdk_s3::config::retry::RetryConfig::standard().with_max_attempts(attempts),
+                aws_sdk_s3::config::retry::RetryConfig::standard()
+                    .with_max_attempts(policy.tries)
+                    .with_initial_backoff(policy.backoff.initial)
+                    .with_max_backoff(policy.backoff.cap),
             )
             // The SDK's default retry quota is one token bucket per process that forgets a
             // permit each time a further retry replaces it: under sustained faults a long run
@@ -123,6 +158,7 @@ impl S3Store {
             .timeout_config(
                 aws_sdk_s3::config::timeout::TimeoutConfig::builder()
                     .operation_attempt_timeout(attempt_timeout)
+                    .operation_timeout(policy.deadline)
                     .build(),
             );
         if shared.region().is_none() {
@@ -141,6 +177,7 @@ impl S3Store {
             kms_key_id: settings.kms_key_id.clone(),
             page_size: 1000,
             endpoint: settings.endpoint.clone(),
+            policy,
         }
     }
 
@@ -209,8 +246,7 @@ impl S3Store {
         precondition: &Precondition,
     ) -> Result<WriteOutcome<Version>, StoreError> {
         let op = precondition.op();
-        let mut attempt = 0;
-        loop {
+        let send = || {
             let mut req = self
                 .client
                 .put_object()
@@ -232,36 +268,30 @@ impl S3Store {
                 Precondition::Absent => req.if_none_match("*"),
                 Precondition::Matches(v) => req.if_match(&v.token),
             };
-            match req.send().await {
-                Ok(out) => {
-                    let version = match out.e_tag {
-                        Some(token) => Version {
-                            token,
-                            version_id: out.version_id,
-                        },
-                        None => self.head_version(key).await?.ok_or_else(|| {
-                            StoreError::new(
-                                self.describe(),
-                                op,
-                                key,
-                                "the write landed but the record has no version (it vanished at once)",
-                            )
-                        })?,
-                    };
-                    return Ok(WriteOutcome::Written(version));
-                }
-                Err(e) => match status(&e) {
-                    Some(412) | Some(404) => {
-                        return Ok(WriteOutcome::Conflict(precondition.conflict(None)));
-                    }
-                    Some(409) if attempt < CONFLICT_RETRIES => {
-                        attempt += 1;
-                        traced::attempt(attempt + 1);
-                        http::backoff(attempt, 20).await;
-                    }
-                    _ => return Err(self.fail(op, key, e)),
-                },
+            req.send()
+        };
+        match self.policy.run(send, conflict_verdict).await {
+            Ok(out) => {
+                let version = match out.e_tag {
+                    Some(token) => Version {
+                        token,
+                        version_id: out.version_id,
+                    },
+                    None => self.head_version(key).await?.ok_or_else(|| {
+                        StoreError::new(
+                            self.describe(),
+                            op,
+                            key,
+                            "the write landed but the record has no version (it vanished at once)",
+                        )
+                    })?,
+                };
+                Ok(WriteOutcome::Written(version))
             }
+            Err(e) => match status(&e) {
+                Some(412) | Some(404) => Ok(WriteOutcome::Conflict(precondition.conflict(None))),
+                _ => Err(self.fail(op, key, e)),
+            },
         }
     }
 }
@@ -426,30 +456,24 @@ impl RecordStore for S3Store {
     }
 
     async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
-        let mut attempt = 0;
-        loop {
+        let send = || {
             let mut req = self.client.delete_object().bucket(&self.bucket).key(key);
             if !cut(Mechanism::Conditions) {
                 req = req.if_match(&expected.token);
             }
-            let result = req.send().await;
-            match result {
-                Ok(_) => return Ok(WriteOutcome::Written(())),
-                Err(e) => match status(&e) {
-                    Some(412) | Some(404) => {
-                        let found = self.head_version(key).await?;
-                        return Ok(WriteOutcome::Conflict(
-                            Precondition::Matches(expected.clone()).conflict(found),
-                        ));
-                    }
-                    Some(409) if attempt < CONFLICT_RETRIES => {
-                        attempt += 1;
-                        traced::attempt(attempt + 1);
-                        http::backoff(attempt, 20).await;
-                    }
-                    _ => return Err(self.fail("delete", key, e)),
-                },
-            }
+            req.send()
+        };
+        match self.policy.run(send, conflict_verdict).await {
+            Ok(_) => Ok(WriteOutcome::Written(())),
+            Err(e) => match status(&e) {
+                Some(412) | Some(404) => {
+                    let found = self.head_version(key).await?;
+                    Ok(WriteOutcome::Conflict(
+                        Precondition::Matches(expected.clone()).conflict(found),
+                    ))
+                }
+                _ => Err(self.fail("delete", key, e)),
+            },
         }
     }
 
