@@ -15,9 +15,9 @@ use super::traced;
 /// How many tries one store call gets by default.
 pub const TRIES: u32 = 8;
 /// The ceiling of the first wait between tries.
-pub const INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+pub const INITIAL_BACKOFF: Duration = Duration::from_millis(100);
 /// The ceiling no wait between tries exceeds.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(20);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(15);
 /// No try starts once this long has passed since the first.
 pub const DEADLINE: Duration = Duration::from_secs(180);
 
