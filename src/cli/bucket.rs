@@ -4,7 +4,7 @@ use std::path::Path;
 
 use clap::Subcommand;
 
-use super::CliError;
+use super::error::CliError;
 use crate::config::LiveConfig;
 use crate::store::azure::{AzureStore, safety as azure_safety};
 use crate::store::error::Reason;

@@ -5,7 +5,8 @@ use std::path::Path;
 use aws_sdk_iam::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use clap::{Args, Subcommand};
 
-use super::{CliError, policy};
+use super::error::CliError;
+use super::policy;
 use crate::cloud::aws::iam;
 use crate::config::{ConfigError, LiveConfig};
 use crate::engine::layout::EstateName;

@@ -1,73 +1,14 @@
 //! The command line: `records`, `run`, `bucket`, `iam`.
+//!
+//! By owner: `command` the arguments and the dispatch, `records`, `bucket` and `iam` their
+//! commands (`policy` the access policy `iam` prints), and `error` what a failed command reports.
 
 pub mod bucket;
+mod command;
+mod error;
 pub mod iam;
 pub mod policy;
 pub mod records;
 
-use std::path::PathBuf;
-
-use clap::{Parser, Subcommand};
-
-/// Record-per-resource remote state for OpenTofu and Terraform, with no state lock.
-///
-/// Each resource instance is one record in a record store (a local folder by
-/// default, or an S3 bucket you own). Every record write is one conditional
-/// request, so two applies that change different resources of one root both
-/// land, and a write that meets another run's newer record is refused by name.
-#[derive(Debug, Parser)]
-#[command(name = "choudoufu-live", version, propagate_version = true)]
-pub struct Cli {
-    /// The root module folder whose live block names the estate and record store.
-    #[arg(long, global = true, default_value = ".", value_name = "DIR")]
-    pub root: PathBuf,
-
-    /// How log lines on stderr look (the level comes from CHOUDOUFU_LOG, e.g. `info`).
-    #[arg(long, global = true, value_enum, default_value = "human")]
-    pub log_format: crate::logging::LogFormat,
-
-    /// What to do.
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-/// The commands.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Look at the estate's records and their history; restore, export, import.
-    #[command(subcommand)]
-    Records(records::RecordsCommand),
-    /// Run terraform or tofu with the state served from the estate's records.
-    Run(crate::run::RunArgs),
-    /// Check or set up the record store's safety settings (s3, azurerm, gcs).
-    #[command(subcommand)]
-    Bucket(bucket::BucketCommand),
-    /// Print (every kind) or apply (s3) the access policy of a role scoped to one estate.
-    #[command(subcommand)]
-    Iam(iam::IamCommand),
-}
-
-/// Exit status for an error before or outside terraform (config, store, input).
-pub const EXIT_ERROR: i32 = 1;
-
-/// Run the command line; returns the process exit status.
-pub async fn main(cli: Cli) -> i32 {
-    let result = match cli.command {
-        Command::Records(cmd) => records::run(&cli.root, cmd).await,
-        Command::Run(args) => crate::run::run(&cli.root, args)
-            .await
-            .map_err(CliError::from),
-        Command::Bucket(cmd) => bucket::run(&cli.root, cmd).await,
-        Command::Iam(cmd) => iam::run(&cli.root, cmd).await,
-    };
-    match result {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("Error: {e}");
-            EXIT_ERROR
-        }
-    }
-}
-
-/// Any error a command reports to the user.
-pub type CliError = Box<dyn std::error::Error + Send + Sync>;
+pub use command::{Cli, Command, main};
+pub use error::{CliError, EXIT_ERROR};

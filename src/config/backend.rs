@@ -6,8 +6,10 @@ use std::path::Path;
 use hcl::edit::structure::BlockLabel;
 use hcl::edit::{Span, parser};
 
-use super::migration::{read_stored_backend, stored_backend_file, working_dir};
-use super::{ConfigError, Ctx, at, parse_file, tf_files};
+use super::error::ConfigError;
+use super::files::{Ctx, at, parse_file, tf_files};
+use super::run_sets::BACKEND_SETTINGS_RUN_SETS_LIST;
+use super::stored::{read_stored_backend, stored_backend_file, working_dir};
 use crate::cut::{Mechanism, cut};
 
 /// Check that the root declares `backend "http" {}` with no addresses, as `run` needs.
@@ -61,18 +63,6 @@ pub fn check_http_backend(root: &Path) -> Result<(), ConfigError> {
         })
     }
 }
-
-/// The http backend settings `run` gives terraform itself; set anywhere else, they would win over its own.
-pub(super) const BACKEND_SETTINGS_RUN_SETS_LIST: [&str; 5] = [
-    "address",
-    "lock_address",
-    "unlock_address",
-    "username",
-    "password",
-];
-/// The same, as the error messages list them.
-pub(super) const BACKEND_SETTINGS_RUN_SETS: &str =
-    "address, lock_address, unlock_address, username or password";
 
 /// Refuse, before terraform starts, backend settings stored or given that would bypass `run`'s own server.
 ///

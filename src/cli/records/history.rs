@@ -8,8 +8,9 @@ use serde_json::Value;
 use thiserror::Error;
 use time::OffsetDateTime;
 
-use super::{Estate, shown_address};
-use crate::cli::CliError;
+use super::address::shown_address;
+use super::estate::Estate;
+use crate::cli::error::CliError;
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::KeyKind;
 use crate::engine::program::now_rfc3339;

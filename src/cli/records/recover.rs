@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use super::Estate;
-use crate::cli::CliError;
+use super::estate::Estate;
+use crate::cli::error::CliError;
 use crate::engine::claims;
 use crate::engine::session::{Recovery, Session, SessionError};
 use crate::run::EXIT_CONFLICT;

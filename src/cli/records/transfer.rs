@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use super::{open_session, shown_address};
-use crate::cli::CliError;
+use super::address::shown_address;
+use super::estate::open_session;
+use crate::cli::error::CliError;
 use crate::config::LiveConfig;
 use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;

@@ -9,7 +9,8 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::{Session, Snapshot};
+use super::handle::Session;
+use super::snapshot::Snapshot;
 use crate::engine::layout::Layout;
 use crate::engine::state::{
     Header, Instance, Item, ResourceMeta, compare_versions, instance_order,

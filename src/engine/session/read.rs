@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use futures::{StreamExt, stream};
 
-use super::{BaseEntry, Session, SessionError, Snapshot};
+use super::error::SessionError;
+use super::handle::Session;
+use super::snapshot::{BaseEntry, Snapshot};
 use crate::cut::{Mechanism, cut};
 use crate::engine::image::{
     Held, Image, ImageEntry, RANGE_KEYS, RangePlan, load_local, plan_ranges, plan_resources_after,

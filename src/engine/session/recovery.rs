@@ -13,7 +13,12 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use super::{BaseRef, RunInfo, Session, SessionError, WriteReport};
+use super::error::SessionError;
+use super::handle::Session;
+use super::report::WriteReport;
+use super::run_info::RunInfo;
+use super::snapshot::BaseRef;
+use super::view::Unwritten;
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::Layout;
 use crate::engine::program::{ProgramStamp, now_rfc3339};
@@ -21,15 +26,6 @@ use crate::store::DynStore;
 
 /// Format tag of a recovery file.
 pub const RECOVERY_FORMAT: &str = "choudoufu-live/recovery/v1";
-
-/// A document terraform sent whose write failed for a store error, and that error.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Unwritten {
-    /// The state document, as terraform sent it.
-    pub doc: Vec<u8>,
-    /// The error its last write met.
-    pub last_error: String,
-}
 
 /// A recovery file: the state a run could not write, the versions it read, and who it was.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -5,7 +5,9 @@ use std::future::Future;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use super::{RunInfo, SessionError, WriteReport};
+use super::error::SessionError;
+use super::report::WriteReport;
+use super::run_info::RunInfo;
 use crate::engine::layout::Layout;
 use crate::telemetry::{self, ConflictKind};
 

@@ -1,13 +1,16 @@
 //! Writing a state document: diff it against the base, write what changed as conditional requests, gather conflicts.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use futures::{StreamExt, stream};
-use serde::Serialize;
-use thiserror::Error;
 
-use super::{BaseEntry, BaseRef, SessionError, Unwritten, View, initial_lineage, trace};
+use super::assemble::initial_lineage;
+use super::error::SessionError;
+use super::handle::Session;
+use super::report::{RecordConflict, WriteReport};
+use super::snapshot::{BaseEntry, BaseRef};
+use super::trace;
+use super::view::{Unwritten, View};
 use crate::cut::{Mechanism, cut};
 use crate::engine::claims;
 use crate::engine::layout::{KeyKind, Layout};
@@ -15,121 +18,6 @@ use crate::engine::program::now_rfc3339;
 use crate::engine::record::{CorruptRecord, ESTATE_FORMAT, EstateMeta, Record, Writer};
 use crate::engine::state;
 use crate::store::{self, Precondition, Version, WriteOutcome};
-
-/// One record whose conditional write met a version another run wrote.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RecordConflict {
-    /// The resource instance address (or the output's name).
-    pub address: String,
-    /// What this run tried: create, update or delete.
-    pub op: &'static str,
-    /// The version this run read (none: it expected no record).
-    pub expected: Option<Version>,
-    /// The version the store holds now (none: no record).
-    pub stored: Option<Version>,
-}
-
-impl fmt::Display for RecordConflict {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let show = |v: &Option<Version>| match v {
-            Some(v) => v.to_string(),
-            None => "no record".to_string(),
-        };
-        write!(
-            f,
-            "{} ({}): expected version {}, store has {}",
-            self.address,
-            self.op,
-            show(&self.expected),
-            show(&self.stored)
-        )
-    }
-}
-
-/// Record store write conflict: records another run changed after this run read them.
-#[derive(Clone, Debug, Error, PartialEq, Eq)]
-pub struct RecordConflictError {
-    /// Every conflicting record, in address order.
-    pub conflicts: Vec<RecordConflict>,
-    /// How many other records this write did land.
-    pub landed: usize,
-}
-
-impl fmt::Display for RecordConflictError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "Record store write conflict (RecordConflictError): {} record(s) changed by another run after this run read them:",
-            self.conflicts.len()
-        )?;
-        for c in &self.conflicts {
-            writeln!(f, "  - {c}")?;
-        }
-        write!(
-            f,
-            "Nothing was overwritten: the store keeps the other run's records. {} other record(s) of this write landed. Re-plan and re-apply; the new plan reads what the other run wrote.",
-            self.landed
-        )
-    }
-}
-
-/// What one write of a state document did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct WriteReport {
-    /// Addresses created.
-    pub created: Vec<String>,
-    /// Addresses updated.
-    pub updated: Vec<String>,
-    /// Addresses deleted.
-    pub deleted: Vec<String>,
-    /// How many records were already as the document says.
-    pub unchanged: usize,
-    /// Deletes that found the record already gone.
-    pub already_gone: Vec<String>,
-    /// Records this run's plan does not change whose write was skipped: another run moved them, or holds their claim.
-    pub skipped: Vec<String>,
-    /// Outputs whose write met another run's newer value, left for the door to reconcile.
-    pub stale_outputs: Vec<String>,
-    /// Records the store already held with this content, written by this same run (an earlier try whose answer was lost, or a recovery written before).
-    pub already: Vec<String>,
-    /// Records another run changed after this run read them; nothing of these was written.
-    #[serde(skip)]
-    pub conflicts: Vec<RecordConflict>,
-}
-
-impl WriteReport {
-    /// How many records landed.
-    pub fn landed(&self) -> usize {
-        self.created.len() + self.updated.len() + self.deleted.len()
-    }
-
-    /// The report, or the named conflicts when there were any.
-    pub fn into_result(self) -> Result<WriteReport, RecordConflictError> {
-        if self.conflicts.is_empty() {
-            Ok(self)
-        } else {
-            Err(RecordConflictError {
-                landed: self.landed(),
-                conflicts: self.conflicts,
-            })
-        }
-    }
-
-    fn sort(&mut self) {
-        for list in [
-            &mut self.created,
-            &mut self.updated,
-            &mut self.deleted,
-            &mut self.already_gone,
-            &mut self.skipped,
-            &mut self.stale_outputs,
-            &mut self.already,
-        ] {
-            list.sort();
-        }
-        self.conflicts.sort_by(|a, b| a.address.cmp(&b.address));
-    }
-}
 
 /// One record write a document asks for.
 enum Op {
@@ -173,7 +61,7 @@ enum Done {
     StaleOutput { name: String },
 }
 
-impl super::Session {
+impl Session {
     /// Write `doc` as conditional record writes of what differs from the base.
     ///
     /// Unchanged records are not written; changed ones are updated against the version
@@ -437,7 +325,7 @@ impl super::Session {
     }
 }
 
-impl super::Session {
+impl Session {
     /// The record at `key`, when it is this run's own with content `digest`: a write of it landed before.
     async fn own_content(
         &self,

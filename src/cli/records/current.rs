@@ -1,0 +1,74 @@
+//! `records ls` and `records show`: the estate's current records.
+
+use std::path::Path;
+
+use super::address::shown_address;
+use super::estate::open_session;
+use crate::cli::error::CliError;
+use crate::engine::record::RecordKind;
+use crate::engine::session::BaseEntry;
+
+/// `records ls`: every record with its version and program stamp.
+pub(super) async fn ls(root: &Path) -> Result<i32, CliError> {
+    let session = open_session(root).await?;
+    let snapshot = session.snapshot().await;
+    println!(
+        "estate {} in {} ({} records)",
+        session.layout().estate(),
+        session.store().describe(),
+        snapshot.records.len()
+    );
+    let mut rows: Vec<(String, String, String)> = snapshot
+        .records
+        .values()
+        .map(|e| {
+            (
+                shown_address(e.record.kind(), e.record.address()),
+                e.version.to_string(),
+                e.record.program.short(),
+            )
+        })
+        .collect();
+    rows.sort();
+    let w0 = rows
+        .iter()
+        .map(|r| r.0.chars().count())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    let w1 = rows
+        .iter()
+        .map(|r| r.1.chars().count())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    println!("{:w0$}  {:w1$}  PROGRAM", "ADDRESS", "VERSION");
+    for (a, v, p) in rows {
+        println!("{a:w0$}  {v:w1$}  {p}");
+    }
+    Ok(0)
+}
+
+/// `records show`: one record as stored.
+pub(super) async fn show(root: &Path, address: &str) -> Result<i32, CliError> {
+    let session = open_session(root).await?;
+    let snapshot = session.snapshot().await;
+    let wanted = |e: &&BaseEntry| match e.record.kind() {
+        RecordKind::Resource => e.record.address() == address,
+        RecordKind::Output => address.strip_prefix("output.") == Some(e.record.address()),
+    };
+    match snapshot.records.values().find(wanted) {
+        Some(entry) => {
+            println!("# version {}", entry.version);
+            println!("{}", serde_json::to_string_pretty(&entry.record)?);
+            Ok(0)
+        }
+        None => {
+            eprintln!(
+                "Error: no record for {address} in estate {}; `choudoufu-live records ls` lists them",
+                session.layout().estate()
+            );
+            Ok(1)
+        }
+    }
+}

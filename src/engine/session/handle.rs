@@ -1,0 +1,166 @@
+//! The session itself: what it holds, how it is opened and set up, what the run tells it, and the write guard it checks first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use tokio::sync::{Mutex, OnceCell};
+
+use super::error::SessionError;
+use super::run_info::RunInfo;
+use super::snapshot::{BaseRef, Snapshot};
+use super::trace;
+use super::view::{Pin, View};
+use crate::cut::{Mechanism, cut};
+use crate::engine::claims::Claims;
+use crate::engine::layout::Layout;
+use crate::engine::read_cache::ReadCache;
+use crate::store::{DynStore, GuardError, WriteGuard};
+
+/// How many store calls a session makes at once by default.
+pub const DEFAULT_PARALLEL: usize = 32;
+
+/// One run's session on an estate.
+#[derive(Debug)]
+pub struct Session {
+    pub(super) store: DynStore,
+    pub(super) layout: Layout,
+    pub(super) run: RunInfo,
+    pub(super) parallel: usize,
+    pub(super) view: Mutex<View>,
+    guard: Option<Arc<dyn WriteGuard>>,
+    guard_passed: OnceCell<()>,
+    /// The last check that could not be made (kept only for the `guard-retry` cut, which answers it again).
+    guard_failed: std::sync::Mutex<Option<GuardError>>,
+    pub(super) cache: Option<ReadCache>,
+}
+
+impl Session {
+    /// A session that has read nothing yet.
+    pub fn new(store: DynStore, layout: Layout, run: RunInfo) -> Self {
+        Session {
+            store,
+            layout,
+            run,
+            parallel: DEFAULT_PARALLEL,
+            view: Mutex::new(View::default()),
+            guard: None,
+            guard_passed: OnceCell::new(),
+            guard_failed: std::sync::Mutex::new(None),
+            cache: None,
+        }
+    }
+
+    /// Open a session and read the estate.
+    pub async fn open(store: DynStore, layout: Layout, run: RunInfo) -> Result<Self, SessionError> {
+        let session = Session::new(store, layout, run);
+        session.refresh().await?;
+        Ok(session)
+    }
+
+    /// The same session, reading through `cache` (warm reads fetch only what changed).
+    pub fn with_cache(mut self, cache: Option<ReadCache>) -> Self {
+        self.cache = cache;
+        self
+    }
+
+    /// The same session, checking `guard` once before its first write.
+    pub fn with_guard(mut self, guard: Option<Arc<dyn WriteGuard>>) -> Self {
+        self.guard = guard;
+        self
+    }
+
+    /// The same session making at most `parallel` store calls at once.
+    pub fn with_parallel(mut self, parallel: usize) -> Self {
+        self.parallel = parallel.max(1);
+        self
+    }
+
+    /// The estate's layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The run.
+    pub fn run(&self) -> &RunInfo {
+        &self.run
+    }
+
+    /// The store.
+    pub fn store(&self) -> &DynStore {
+        &self.store
+    }
+
+    /// Read the whole estate again and make it the base (a pinned base stays as the plan read it).
+    pub async fn refresh(&self) -> Result<(), SessionError> {
+        trace::refresh(&self.layout, &self.run, self.read_view()).await
+    }
+
+    /// Pin the write base to what a saved plan read; its lineage and serial are served from now on.
+    pub async fn pin(&self, pin: Pin) {
+        if cut(Mechanism::Pin) {
+            return;
+        }
+        let mut view = self.view.lock().await;
+        view.base = pin.base.clone();
+        view.changes = Some(pin.changes.clone());
+        view.pin = Some(pin);
+    }
+
+    /// Limit this run's own changes to `keys`: a write of any other record is skipped (counted, never a conflict) when another run moved it or holds its claim.
+    pub async fn limit_changes(&self, keys: BTreeSet<String>) {
+        self.view.lock().await.changes = Some(keys);
+    }
+
+    /// Clear `claims`' marks as their records land.
+    pub async fn hold(&self, claims: Arc<Claims>) {
+        self.view.lock().await.claims = Some(claims);
+    }
+
+    /// Leave refused output writes to the door (see [`Session::stale_outputs`]) instead of reporting them as conflicts.
+    pub async fn reconcile_outputs(&self) {
+        if cut(Mechanism::OutputReconcile) {
+            return;
+        }
+        self.view.lock().await.reconcile_outputs = true;
+    }
+
+    /// The outputs whose write met another run's newer value, so far.
+    pub async fn stale_outputs(&self) -> BTreeSet<String> {
+        self.view.lock().await.stale_outputs.clone()
+    }
+
+    /// A copy of the last read.
+    pub async fn snapshot(&self) -> Snapshot {
+        self.view.lock().await.snapshot.clone()
+    }
+
+    /// A copy of the write base.
+    pub async fn base(&self) -> BTreeMap<String, BaseRef> {
+        self.view.lock().await.base.clone()
+    }
+
+    /// The lineage and serial of the last document served, if one was.
+    pub async fn served(&self) -> Option<(String, u64)> {
+        self.view.lock().await.served.clone()
+    }
+
+    /// Run the store's write guard before anything of this run is written: once it passed, never again; a check that could not be made is made again next time.
+    pub async fn check_guard(&self) -> Result<(), SessionError> {
+        let Some(guard) = &self.guard else {
+            return Ok(());
+        };
+        if cut(Mechanism::GuardRetry)
+            && let Some(failed) = self.guard_failed.lock().ok().and_then(|f| f.clone())
+        {
+            return Err(failed.into());
+        }
+        let checked = self.guard_passed.get_or_try_init(|| guard.check()).await;
+        if let Err(e) = &checked
+            && let Ok(mut failed) = self.guard_failed.lock()
+        {
+            *failed = Some(e.clone());
+        }
+        checked?;
+        Ok(())
+    }
+}

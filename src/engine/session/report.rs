@@ -1,0 +1,124 @@
+//! What one write of a state document did, and the conflicts it met.
+
+use std::fmt;
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::store::Version;
+
+/// One record whose conditional write met a version another run wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordConflict {
+    /// The resource instance address (or the output's name).
+    pub address: String,
+    /// What this run tried: create, update or delete.
+    pub op: &'static str,
+    /// The version this run read (none: it expected no record).
+    pub expected: Option<Version>,
+    /// The version the store holds now (none: no record).
+    pub stored: Option<Version>,
+}
+
+impl fmt::Display for RecordConflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |v: &Option<Version>| match v {
+            Some(v) => v.to_string(),
+            None => "no record".to_string(),
+        };
+        write!(
+            f,
+            "{} ({}): expected version {}, store has {}",
+            self.address,
+            self.op,
+            show(&self.expected),
+            show(&self.stored)
+        )
+    }
+}
+
+/// Record store write conflict: records another run changed after this run read them.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub struct RecordConflictError {
+    /// Every conflicting record, in address order.
+    pub conflicts: Vec<RecordConflict>,
+    /// How many other records this write did land.
+    pub landed: usize,
+}
+
+impl fmt::Display for RecordConflictError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Record store write conflict (RecordConflictError): {} record(s) changed by another run after this run read them:",
+            self.conflicts.len()
+        )?;
+        for c in &self.conflicts {
+            writeln!(f, "  - {c}")?;
+        }
+        write!(
+            f,
+            "Nothing was overwritten: the store keeps the other run's records. {} other record(s) of this write landed. Re-plan and re-apply; the new plan reads what the other run wrote.",
+            self.landed
+        )
+    }
+}
+
+/// What one write of a state document did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WriteReport {
+    /// Addresses created.
+    pub created: Vec<String>,
+    /// Addresses updated.
+    pub updated: Vec<String>,
+    /// Addresses deleted.
+    pub deleted: Vec<String>,
+    /// How many records were already as the document says.
+    pub unchanged: usize,
+    /// Deletes that found the record already gone.
+    pub already_gone: Vec<String>,
+    /// Records this run's plan does not change whose write was skipped: another run moved them, or holds their claim.
+    pub skipped: Vec<String>,
+    /// Outputs whose write met another run's newer value, left for the door to reconcile.
+    pub stale_outputs: Vec<String>,
+    /// Records the store already held with this content, written by this same run (an earlier try whose answer was lost, or a recovery written before).
+    pub already: Vec<String>,
+    /// Records another run changed after this run read them; nothing of these was written.
+    #[serde(skip)]
+    pub conflicts: Vec<RecordConflict>,
+}
+
+impl WriteReport {
+    /// How many records landed.
+    pub fn landed(&self) -> usize {
+        self.created.len() + self.updated.len() + self.deleted.len()
+    }
+
+    /// The report, or the named conflicts when there were any.
+    pub fn into_result(self) -> Result<WriteReport, RecordConflictError> {
+        if self.conflicts.is_empty() {
+            Ok(self)
+        } else {
+            Err(RecordConflictError {
+                landed: self.landed(),
+                conflicts: self.conflicts,
+            })
+        }
+    }
+
+    /// Each list in address order.
+    pub(super) fn sort(&mut self) {
+        for list in [
+            &mut self.created,
+            &mut self.updated,
+            &mut self.deleted,
+            &mut self.already_gone,
+            &mut self.skipped,
+            &mut self.stale_outputs,
+            &mut self.already,
+        ] {
+            list.sort();
+        }
+        self.conflicts.sort_by(|a, b| a.address.cmp(&b.address));
+    }
+}
