@@ -12,7 +12,7 @@ use crate::store::guard::WriteGuard;
 use crate::store::local::LocalSettings;
 use crate::store::open::{Opened, StoreConfig};
 use crate::store::record_store::DynStore;
-use crate::store::s3::S3Settings;
+use crate::store::s3::settings::S3Settings;
 use crate::store::traced::Traced;
 
 /// Where records are kept.
