@@ -7,7 +7,7 @@ use super::error::SettingError;
 use super::kind::StoreKind;
 use super::source::SettingsSource;
 use crate::store::azure::settings::AzureSettings;
-use crate::store::gcs::GcsSettings;
+use crate::store::gcs::settings::GcsSettings;
 use crate::store::guard::WriteGuard;
 use crate::store::local::LocalSettings;
 use crate::store::open::{Opened, StoreConfig};
