@@ -89,7 +89,7 @@ fn reason_of_link(e: &(dyn std::error::Error + 'static)) -> Option<Reason> {
         )
         .then_some(Reason::CredentialsRefused);
     }
-    if let Some(u) = e.downcast_ref::<super::http::UnexpectedStatus>() {
+    if let Some(u) = e.downcast_ref::<super::unexpected::UnexpectedStatus>() {
         return credentials_status(u.status);
     }
     None
@@ -246,14 +246,14 @@ mod tests {
 
     #[test]
     fn a_refused_credential_is_unavailable_and_an_answer_is_not() {
-        let denied = super::super::http::UnexpectedStatus {
+        let denied = super::super::unexpected::UnexpectedStatus {
             status: 403,
             body: "AuthorizationFailure".into(),
         };
         let e = StoreError::new("azurerm://a/c", "get", "k", denied);
         assert_eq!(e.reason, Reason::CredentialsRefused);
         assert!(e.to_string().contains("refused the credentials"), "{e}");
-        let busy = super::super::http::UnexpectedStatus {
+        let busy = super::super::unexpected::UnexpectedStatus {
             status: 500,
             body: "oops".into(),
         };

@@ -1,17 +1,16 @@
 //! What the cloud store kinds share on the wire: the HTTP client, what an answer says about
-//! trying again, and error bodies cut short.
+//! trying again, and the error an unexpected answer is.
 
 use std::time::Duration;
 
 use thiserror::Error;
 
-use super::StoreError;
+use super::error::StoreError;
 use super::retry::Verdict;
+use super::unexpected::UnexpectedStatus;
 
 /// How long one HTTP request of a cloud store may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
-/// How much of an error body a message keeps.
-pub const BODY_SHOWN: usize = 400;
 
 /// The HTTP client could not be built (no TLS backend, say): no request can be sent.
 #[derive(Debug, Error)]
@@ -37,28 +36,6 @@ pub fn verdict(outcome: &Result<reqwest::Response, reqwest::Error>) -> Verdict {
         // A request that could not be built is not mended by sending it again.
         Err(e) if e.is_builder() => Verdict::Final,
         Err(_) => Verdict::NoAnswer,
-    }
-}
-
-/// An HTTP answer a store did not expect: its status and the start of its body.
-#[derive(Debug, Error)]
-#[error("HTTP {status}: {body}")]
-pub struct UnexpectedStatus {
-    /// The status code.
-    pub status: u16,
-    /// The first [`BODY_SHOWN`] characters of the body.
-    pub body: String,
-}
-
-impl UnexpectedStatus {
-    /// Read `response` into the error it is.
-    pub async fn of(response: reqwest::Response) -> Self {
-        let status = response.status().as_u16();
-        let body = response.text().await.unwrap_or_default();
-        UnexpectedStatus {
-            status,
-            body: body.chars().take(BODY_SHOWN).collect(),
-        }
     }
 }
 

@@ -17,10 +17,12 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use super::{
-    Conflict, DynStore, History, KeyRange, Listed, ObjectVersion, Page, Precondition, RangeStart,
-    RecordStore, StoreError, Stored, Version, VersionKind, VersionListing, WriteOutcome,
+use super::error::StoreError;
+use super::record_store::{
+    Conflict, DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, Stored,
+    Version, WriteOutcome,
 };
+use super::versions::{History, ObjectVersion, VersionKind, VersionListing};
 use crate::cut::{Mechanism, cut};
 use crate::store::guard::WriteGuard;
 use crate::store::open::StoreConfig;

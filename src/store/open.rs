@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::DynStore;
 use super::guard::WriteGuard;
+use super::record_store::DynStore;
 
 /// A kind's settings, as the builder of its store and of the guard checked before its first write.
 #[async_trait]

@@ -8,10 +8,13 @@ use async_trait::async_trait;
 use tracing::Instrument;
 use tracing::field::{Empty, display};
 
-use super::{
-    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreError, StoreKind, Stored,
-    Version, VersionListing, WriteOutcome, key,
+use super::error::StoreError;
+use super::key;
+use super::record_store::{
+    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, Stored, Version, WriteOutcome,
 };
+use super::settings::kind::StoreKind;
+use super::versions::VersionListing;
 use crate::telemetry::{self, elapsed_ms};
 
 /// Every call of the inner store in a `store.call` span, with its latency in the metrics.

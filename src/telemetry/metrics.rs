@@ -6,7 +6,7 @@ use std::time::Instant;
 use opentelemetry::KeyValue;
 use opentelemetry::metrics::{Counter, Histogram};
 
-use super::SERVICE;
+use super::scope::SERVICE;
 
 /// The metric instruments (no-ops when export is not set up).
 pub struct Metrics {

@@ -7,9 +7,10 @@ use object_store::client::HttpRequestBody;
 use reqwest::Method;
 use reqwest::header::CONTENT_LENGTH;
 
-use super::AzureStore;
+use super::client::AzureStore;
+use crate::store::error::StoreError;
+use crate::store::http;
 use crate::store::retry::Verdict;
-use crate::store::{StoreError, http};
 
 /// The Blob service REST version these requests speak (blob versions need 2019-12-12 or later).
 pub(super) const REST_VERSION: &str = "2023-11-03";

@@ -15,13 +15,16 @@ use reqwest::Method;
 use serde::Deserialize;
 use thiserror::Error;
 
-use super::{AzureSettings, AzureStore};
+use super::client::AzureStore;
+use super::settings::AzureSettings;
+use crate::store::error::StoreError;
 use crate::store::guard::{
     CheckStatus, Safety, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
     WriteGuard, unless_skipped,
 };
+use crate::store::http;
 use crate::store::key::ROOT_PREFIX;
-use crate::store::{RecordStore, StoreError, http};
+use crate::store::record_store::RecordStore;
 
 /// How many days `bucket setup` keeps a deleted or overwritten blob (blob soft delete).
 pub const SOFT_DELETE_DAYS: u32 = 90;

@@ -11,11 +11,14 @@ use reqwest::Method;
 use serde::Deserialize;
 use time::OffsetDateTime;
 
-use super::{AzureStore, version};
+use super::client::AzureStore;
+use super::client::version;
+use crate::store::error::StoreError;
+use crate::store::http;
+use crate::store::record_store::{RecordStore, Stored};
 use crate::store::versions::{
     History, ObjectVersion, VersionKind, VersionListing, parse_time, sort_newest_first,
 };
-use crate::store::{RecordStore, StoreError, Stored, http};
 
 #[derive(Debug, Deserialize)]
 struct EnumerationResults {

@@ -11,13 +11,15 @@ use std::sync::{Arc, Once};
 use serde_json::{Value, json};
 use thiserror::Error;
 
-use super::{GcsSettings, GcsStore};
+use super::client::GcsStore;
+use super::settings::GcsSettings;
+use crate::store::error::StoreError;
 use crate::store::guard::{
     CheckStatus, Safety, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
     WriteGuard, unless_skipped,
 };
 use crate::store::key::ROOT_PREFIX;
-use crate::store::{RecordStore, StoreError};
+use crate::store::record_store::RecordStore;
 
 /// How many days `bucket setup` keeps a noncurrent generation.
 pub const NONCURRENT_DAYS: u32 = 90;

@@ -8,11 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
-use super::GcsStore;
+use super::client::GcsStore;
+use crate::store::error::StoreError;
+use crate::store::record_store::{RecordStore, Stored, Version};
 use crate::store::versions::{
     History, ObjectVersion, VersionKind, VersionListing, parse_time, sort_newest_first,
 };
-use crate::store::{RecordStore, StoreError, Stored, Version};
 
 #[derive(Deserialize)]
 struct Generation {
@@ -47,7 +48,7 @@ impl GcsStore {
         format!(
             "{}/storage/v1/b/{}",
             self.endpoint,
-            percent_encoding::utf8_percent_encode(&self.bucket, super::NAME)
+            percent_encoding::utf8_percent_encode(&self.bucket, super::client::NAME)
         )
     }
 

@@ -17,14 +17,15 @@ use aws_sdk_s3::types::{
 };
 use thiserror::Error;
 
-use super::{S3Settings, S3Store};
-use crate::store::RecordStore;
+use super::client::S3Store;
+use super::settings::S3Settings;
 use crate::store::error::Reason;
 use crate::store::guard::{
     CheckStatus, Safety, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
     WriteGuard, unless_skipped,
 };
 use crate::store::key::ROOT_PREFIX;
+use crate::store::record_store::RecordStore;
 
 /// The ID of the lifecycle rule `bucket setup` adds.
 pub const LIFECYCLE_RULE_ID: &str = "choudoufu-live-expire-noncurrent-records";
@@ -59,11 +60,11 @@ where
     BucketError {
         bucket: bucket.to_string(),
         op,
-        message: match super::sdk_reason(err) {
+        message: match super::client::sdk_reason(err) {
             Some(Reason::Unreachable) => crate::store::error::chain_text(err),
             _ => format!("{}", DisplayErrorContext(err)),
         },
-        reason: super::sdk_reason(err).unwrap_or(Reason::Answered),
+        reason: super::client::sdk_reason(err).unwrap_or(Reason::Answered),
     }
 }
 

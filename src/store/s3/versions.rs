@@ -5,11 +5,12 @@
 
 use time::OffsetDateTime;
 
-use super::{S3Store, status};
+use super::client::{S3Store, status};
+use crate::store::error::StoreError;
+use crate::store::record_store::{RecordStore, Stored};
 use crate::store::versions::{
     History, ObjectVersion, VersionKind, VersionListing, sort_newest_first,
 };
-use crate::store::{RecordStore, StoreError, Stored};
 
 /// S3's version id of an object written while bucket versioning was never on.
 const NULL_VERSION: &str = "null";
