@@ -47,6 +47,29 @@ pub fn write_with(
     durability: Durability,
     fill: impl FnOnce(&mut File) -> std::io::Result<()>,
 ) -> Result<(), WriteError> {
+    write_as(path, durability, Replace::Yes, fill)
+}
+
+/// Write `bytes` to `path` atomically as a private file that must not exist yet (synced); an existing file is kept and the write fails.
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
+    write_as(path, Durability::Synced, Replace::No, |f| {
+        f.write_all(bytes)
+    })
+}
+
+/// Whether a write may replace a file already at its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Replace {
+    Yes,
+    No,
+}
+
+fn write_as(
+    path: &Path,
+    durability: Durability,
+    replace: Replace,
+    fill: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> Result<(), WriteError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -80,8 +103,11 @@ pub fn write_with(
             .map_err(fail("fsync temp", tmp.path()))?;
     }
     // On failure the temp file is removed when the handle the error gives back drops.
-    tmp.persist(path)
-        .map_err(|e| fail("rename", path)(e.error))?;
+    match replace {
+        Replace::Yes => tmp.persist(path).map(drop),
+        Replace::No => tmp.persist_noclobber(path).map(drop),
+    }
+    .map_err(|e| fail("rename", path)(e.error))?;
     if durability == Durability::Synced {
         File::open(dir)
             .and_then(|d| d.sync_all())
@@ -109,6 +135,18 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["r"]);
+    }
+
+    #[test]
+    fn a_new_file_never_replaces_one_already_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r");
+        write_new(&path, b"first").unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, FILE_MODE);
+        let e = write_new(&path, b"second").unwrap_err();
+        assert_eq!(e.source.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&path).unwrap(), b"first");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

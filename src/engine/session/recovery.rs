@@ -7,7 +7,6 @@
 //! content, written by that run, count as landed: recovering a file twice changes nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -23,6 +22,7 @@ use crate::cut::{Mechanism, cut};
 use crate::engine::layout::Layout;
 use crate::engine::program::{ProgramStamp, now_rfc3339};
 use crate::store::DynStore;
+use crate::store::private_file;
 
 /// Format tag of a recovery file.
 pub const RECOVERY_FORMAT: &str = "choudoufu-live/recovery/v1";
@@ -128,7 +128,6 @@ impl Recovery {
 
     /// Write the file into `dir`, readable by this user only (0600); its path.
     pub fn save(&self, dir: &Path) -> Result<PathBuf, RecoveryError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let stamp = self
             .saved_at
             .chars()
@@ -146,20 +145,15 @@ impl Recovery {
             source,
         };
         let bytes = serde_json::to_vec_pretty(self).map_err(|e| io(std::io::Error::other(e)))?;
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-            .map_err(io)?;
-        file.write_all(&bytes).map_err(io)?;
-        file.sync_all().map_err(io)?;
+        // Whole or absent (a crash never leaves half a recovery file), and never over another.
+        private_file::write_new(&path, &bytes).map_err(|e| io(e.source))?;
         Ok(path)
     }
 
     /// The state document, as bytes to write.
     pub fn document(&self) -> Vec<u8> {
-        serde_json::to_vec(&self.state).unwrap_or_default()
+        // A JSON value's text: infallible, unlike `serde_json::to_vec`'s signature suggests.
+        self.state.to_string().into_bytes()
     }
 }
 
