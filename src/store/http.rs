@@ -1,12 +1,13 @@
 //! What the cloud store kinds share on the wire: the HTTP client, what an answer says about
 //! trying again, and the error an unexpected answer is.
 
+use std::future::Future;
 use std::time::Duration;
 
 use thiserror::Error;
 
 use super::error::StoreError;
-use super::retry::Verdict;
+use super::retry::{RetryPolicy, Verdict};
 use super::unexpected::UnexpectedStatus;
 
 /// How long one HTTP request of a cloud store may take.
@@ -37,6 +38,22 @@ pub fn verdict(outcome: &Result<reqwest::Response, reqwest::Error>) -> Verdict {
         Err(e) if e.is_builder() => Verdict::Final,
         Err(_) => Verdict::NoAnswer,
     }
+}
+
+/// One direct request under `policy`, each try made by `attempt` (which may fail before sending, with a store error that stands): the last try's answer or transport error.
+pub async fn retried<F, Fut>(
+    policy: &RetryPolicy,
+    attempt: F,
+) -> Result<Result<reqwest::Response, reqwest::Error>, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Result<reqwest::Response, reqwest::Error>, StoreError>>,
+{
+    policy
+        .run(attempt, |o: &Result<_, StoreError>| {
+            o.as_ref().map_or(Verdict::Final, verdict)
+        })
+        .await
 }
 
 /// The store error for an unexpected answer to `op` on `key`.

@@ -10,7 +10,6 @@ use reqwest::header::CONTENT_LENGTH;
 use super::client::AzureStore;
 use crate::store::error::StoreError;
 use crate::store::http;
-use crate::store::retry::Verdict;
 
 /// The Blob service REST version these requests speak (blob versions need 2019-12-12 or later).
 pub(super) const REST_VERSION: &str = "2023-11-03";
@@ -45,13 +44,10 @@ impl AzureStore {
         headers: &[(&'static str, String)],
         body: Vec<u8>,
     ) -> Result<reqwest::Response, StoreError> {
-        let outcome = self
-            .policy
-            .run(
-                || self.try_rest(op, key, method.clone(), &url, headers, body.clone()),
-                |o: &Result<_, StoreError>| o.as_ref().map_or(Verdict::Final, http::verdict),
-            )
-            .await?;
+        let outcome = http::retried(&self.policy, || {
+            self.try_rest(op, key, method.clone(), &url, headers, body.clone())
+        })
+        .await?;
         outcome.map_err(|e| self.fail(op, key, e))
     }
 

@@ -13,7 +13,7 @@ use crate::store::http::{self, ClientError};
 use crate::store::record_store::{
     KeyRange, Listed, Page, Precondition, RecordStore, Version, WriteOutcome,
 };
-use crate::store::retry::{RetryPolicy, Verdict};
+use crate::store::retry::RetryPolicy;
 
 /// The public endpoint.
 pub const DEFAULT_ENDPOINT: &str = "https://storage.googleapis.com";
@@ -148,13 +148,10 @@ impl GcsStore {
             .http
             .as_ref()
             .map_err(|e| self.fail(op, key, e.clone()))?;
-        let outcome = self
-            .policy
-            .run(
-                || async { Ok(self.authorised(op, key, make(http)).await?.send().await) },
-                |o: &Result<_, StoreError>| o.as_ref().map_or(Verdict::Final, http::verdict),
-            )
-            .await?;
+        let outcome = http::retried(&self.policy, || async {
+            Ok(self.authorised(op, key, make(http)).await?.send().await)
+        })
+        .await?;
         outcome.map_err(|e| self.fail(op, key, e))
     }
 
