@@ -93,6 +93,14 @@ pub enum Mechanism {
     OwnContent,
     /// Making a store safety check that could not run again before the next write.
     GuardRetry,
+    /// A shim running a live root's state commands through `run` (cut: every command passes through untouched).
+    ShimRun,
+    /// A shim passing a root without `live.hcl` to the real terraform untouched (cut: through `run`).
+    ShimPassThrough,
+    /// A shim passing commands that never touch state to the real terraform untouched (cut: through `run`).
+    ShimStateless,
+    /// A shim refusing a real program that is itself, or a shim a shim started (cut: it runs it).
+    ShimLoop,
 }
 
 impl Mechanism {
@@ -136,6 +144,10 @@ impl Mechanism {
         Mechanism::RecoveryEstate,
         Mechanism::OwnContent,
         Mechanism::GuardRetry,
+        Mechanism::ShimRun,
+        Mechanism::ShimPassThrough,
+        Mechanism::ShimStateless,
+        Mechanism::ShimLoop,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -179,6 +191,10 @@ impl Mechanism {
             Mechanism::RecoveryEstate => "recovery-estate",
             Mechanism::OwnContent => "own-content",
             Mechanism::GuardRetry => "guard-retry",
+            Mechanism::ShimRun => "shim-run",
+            Mechanism::ShimPassThrough => "shim-pass-through",
+            Mechanism::ShimStateless => "shim-stateless",
+            Mechanism::ShimLoop => "shim-loop",
         }
     }
 
