@@ -101,6 +101,8 @@ pub enum Mechanism {
     ShimStateless,
     /// A shim refusing a real program that is itself, or a shim a shim started (cut: it runs it).
     ShimLoop,
+    /// A shim giving `run` the flags its variables set (`CHOUDOUFU_WAIT` as `--wait`).
+    ShimRunFlags,
 }
 
 impl Mechanism {
@@ -148,6 +150,7 @@ impl Mechanism {
         Mechanism::ShimPassThrough,
         Mechanism::ShimStateless,
         Mechanism::ShimLoop,
+        Mechanism::ShimRunFlags,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -195,6 +198,7 @@ impl Mechanism {
             Mechanism::ShimPassThrough => "shim-pass-through",
             Mechanism::ShimStateless => "shim-stateless",
             Mechanism::ShimLoop => "shim-loop",
+            Mechanism::ShimRunFlags => "shim-run-flags",
         }
     }
 

@@ -431,3 +431,76 @@ fn a_shim_whose_next_terraform_is_itself_is_refused_by_name() {
         "{err}"
     );
 }
+
+/// Two applies replacing the claims fixture's `one` at once through the shim, with `env`; their outputs.
+fn two_applies_of_one(
+    shims: &Shims,
+    root: &Root,
+    round: &str,
+    env: &[(&str, &str)],
+) -> Vec<Output> {
+    use std::os::unix::process::CommandExt;
+    let calls = root.path().join("calls");
+    let children: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|who| {
+            let mut cmd = Command::new(shims.terraform());
+            cmd.args(["apply", "-auto-approve", "-input=false", "-no-color"])
+                .arg(format!("-var=one={round}-{who}"))
+                .arg("-var=sleep_seconds=4")
+                .arg(format!("-var=calls_file={}", calls.display()));
+            root_env(&mut cmd, root.path(), &shims.path);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0);
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    children
+        .into_iter()
+        .map(|c| wait(c, Duration::from_secs(240)))
+        .collect()
+}
+
+#[test]
+fn choudoufu_wait_queues_a_drivers_apply_behind_another() {
+    let root = Root::new("claims", "shim-wait", &Records::Local);
+    let shims = Shims::new();
+    let _turn = turn();
+    root.init_and_apply();
+    // Without CHOUDOUFU_WAIT, the apply that finds the change held stops with 5.
+    let outs = two_applies_of_one(&shims, &root, "r1", &[]);
+    let mut codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+    codes.sort();
+    let all: Vec<String> = outs.iter().map(|o| text(&o.stderr)).collect();
+    assert_eq!(codes, [Some(0), Some(5)], "{}", all.join("\n---\n"));
+    assert!(
+        all.iter().any(|e| e.contains("InFlightChangeError")),
+        "{}",
+        all.join("\n---\n")
+    );
+    // With it, the second waits for the first, plans again, and lands after it.
+    let _ = std::fs::remove_file(root.path().join("calls"));
+    let outs = two_applies_of_one(&shims, &root, "r2", &[("CHOUDOUFU_WAIT", "2m")]);
+    let all: Vec<String> = outs.iter().map(|o| text(&o.stderr)).collect();
+    for o in &outs {
+        assert!(o.status.success(), "{}", all.join("\n---\n"));
+    }
+    assert!(
+        all.iter().any(|e| e.contains("waiting up to")),
+        "{}",
+        all.join("\n---\n")
+    );
+    let made = common::tf::calls(&root.path().join("calls"));
+    let made: Vec<_> = made.into_iter().filter(|c| c.name == "one").collect();
+    assert_eq!(made.len(), 2, "{made:?}");
+    assert!(made[0].end.unwrap() < made[1].start, "{made:?}");
+    assert_eq!(
+        root.stored_input("one").as_deref(),
+        Some(made[1].value.as_str())
+    );
+}

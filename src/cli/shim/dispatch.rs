@@ -9,6 +9,7 @@ use super::error::ShimError;
 use super::name::ShimName;
 use super::next::{MARKER_ENV, Marker, Me, check_loop, real_program};
 use super::route::{Route, route};
+use crate::cut::{Mechanism, cut};
 
 /// The variables a shim turns into `run`'s flags (a driver cannot pass them on the command line).
 const RUN_FLAGS: &[(&str, &str)] = &[
@@ -16,6 +17,26 @@ const RUN_FLAGS: &[(&str, &str)] = &[
     ("CHOUDOUFU_HEARTBEAT", "--heartbeat"),
     ("CHOUDOUFU_FLUSH_TIMEOUT", "--flush-timeout"),
 ];
+
+/// `run`'s flags from the variables that set them, each checked as a duration first (so a bad
+/// value is named as the variable, never as a flag the driver did not write).
+fn run_flags(get: impl Fn(&str) -> Option<OsString>) -> Result<Vec<String>, ShimError> {
+    let mut flags = Vec::new();
+    if cut(Mechanism::ShimRunFlags) {
+        return Ok(flags);
+    }
+    for (var, flag) in RUN_FLAGS {
+        let Some(value) = get(var).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let value = value.to_string_lossy().into_owned();
+        if let Err(source) = humantime::parse_duration(&value) {
+            return Err(ShimError::Duration { var, value, source });
+        }
+        flags.push(format!("{flag}={value}"));
+    }
+    Ok(flags)
+}
 
 /// The shim name this process was started by, if any.
 pub fn called_as() -> Option<ShimName> {
@@ -62,15 +83,10 @@ fn prepare(name: ShimName, called: &OsStr, args: &[OsString]) -> Result<Command,
         Route::Run => {
             let mut cmd = Command::new(me.path());
             // Its own name, so a binary copied as `terraform` does not take itself for a shim again.
-            cmd.arg0("choudoufu-live").arg("run");
-            for (var, flag) in RUN_FLAGS {
-                if let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) {
-                    let mut arg = OsString::from(format!("{flag}="));
-                    arg.push(value);
-                    cmd.arg(arg);
-                }
-            }
-            cmd.arg("--")
+            cmd.arg0("choudoufu-live")
+                .arg("run")
+                .args(run_flags(|var| std::env::var_os(var))?)
+                .arg("--")
                 .arg(&real)
                 .args(args)
                 .env(MARKER_ENV, Marker::Child(pid).value());
@@ -78,4 +94,37 @@ fn prepare(name: ShimName, called: &OsStr, args: &[OsString]) -> Result<Command,
         }
     };
     Ok(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_become_runs_flags_and_a_bad_one_is_named() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |var: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == var)
+                    .map(|(_, v)| OsString::from(v))
+            }
+        };
+        assert_eq!(
+            run_flags(env(&[
+                ("CHOUDOUFU_WAIT", "10m"),
+                ("CHOUDOUFU_FLUSH_TIMEOUT", "90s"),
+                ("CHOUDOUFU_HEARTBEAT", "")
+            ]))
+            .unwrap(),
+            ["--wait=10m", "--flush-timeout=90s"]
+        );
+        assert!(run_flags(env(&[])).unwrap().is_empty());
+        let bad = run_flags(env(&[("CHOUDOUFU_WAIT", "soon")])).unwrap_err();
+        assert!(
+            bad.to_string()
+                .starts_with("CHOUDOUFU_WAIT=soon is no duration"),
+            "{bad}"
+        );
+    }
 }

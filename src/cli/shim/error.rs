@@ -57,6 +57,17 @@ pub enum ShimError {
         #[source]
         source: std::io::Error,
     },
+    /// A variable that sets one of `run`'s durations holds none.
+    #[error("{var}={value} is no duration ({source}): give one such as 90s, 10m or 1h30m")]
+    Duration {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// Why it is none.
+        #[source]
+        source: humantime::DurationError,
+    },
     /// A file of that name is in the folder and is not a shim of this binary.
     #[error(
         "{0} exists and is not a choudoufu-live shim: nothing was written; give shim a folder of its own"
