@@ -103,6 +103,8 @@ pub enum Mechanism {
     ShimLoop,
     /// A shim giving `run` the flags its variables set (`CHOUDOUFU_WAIT` as `--wait`).
     ShimRunFlags,
+    /// `shim DIR` leaving a file of the shims' names that is not a shim alone (cut: replaced).
+    ShimOccupied,
 }
 
 impl Mechanism {
@@ -151,6 +153,7 @@ impl Mechanism {
         Mechanism::ShimStateless,
         Mechanism::ShimLoop,
         Mechanism::ShimRunFlags,
+        Mechanism::ShimOccupied,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -199,6 +202,7 @@ impl Mechanism {
             Mechanism::ShimStateless => "shim-stateless",
             Mechanism::ShimLoop => "shim-loop",
             Mechanism::ShimRunFlags => "shim-run-flags",
+            Mechanism::ShimOccupied => "shim-occupied",
         }
     }
 

@@ -504,3 +504,43 @@ fn choudoufu_wait_queues_a_drivers_apply_behind_another() {
         Some(made[1].value.as_str())
     );
 }
+
+#[test]
+fn shim_dir_replaces_its_own_links_and_leaves_anything_else_alone() {
+    let shims = Shims::new();
+    // Again over its own links: the same links.
+    let again = Command::new(bin())
+        .arg("shim")
+        .arg(shims.dir.path())
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(
+        std::fs::read_link(shims.terraform()).unwrap(),
+        std::fs::canonicalize(bin()).unwrap()
+    );
+    // A folder holding a real program under one of the names: refused, nothing written.
+    let dir = tempfile::tempdir().unwrap();
+    let tofu = dir.path().join("tofu");
+    std::fs::write(&tofu, "#!/bin/sh\necho the real tofu\n").unwrap();
+    let out = Command::new(bin())
+        .arg("shim")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains(&format!(
+            "{} exists and is not a choudoufu-live shim: nothing was written",
+            tofu.display()
+        )),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&tofu).unwrap(),
+        "#!/bin/sh\necho the real tofu\n"
+    );
+    assert!(!dir.path().join("terraform").exists());
+}

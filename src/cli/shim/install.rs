@@ -7,6 +7,7 @@ use clap::Args;
 use super::error::ShimError;
 use super::name::ShimName;
 use super::next::Me;
+use crate::cut::{Mechanism, cut};
 
 /// Write `terraform` and `tofu` shims into DIR and print the PATH line that puts them first.
 ///
@@ -41,6 +42,7 @@ pub fn install(args: &ShimArgs) -> Result<i32, ShimError> {
     if let Some(taken) = links
         .iter()
         .find(|l| l.symlink_metadata().is_ok() && !me.is(l))
+        .filter(|_| !cut(Mechanism::ShimOccupied))
     {
         return Err(ShimError::Occupied(taken.clone()));
     }
