@@ -169,6 +169,36 @@ fn tftest_drives_a_live_root() {
         !root.path().join("terraform.tfstate").exists(),
         "terraform kept a local state"
     );
+    // `apply -json` from another folder, `-chdir` naming the root: JSON lines only on stdout, ours on stderr.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let chdir = format!("-chdir={}", root.path().display());
+    let mut cmd = Command::new(shims.terraform());
+    cmd.args([
+        chdir.as_str(),
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-json",
+        "-var=db_version=v4",
+    ])
+    .stdin(Stdio::null());
+    root_env(&mut cmd, elsewhere.path(), &shims.path);
+    cmd.env("TF_CLI_CONFIG_FILE", root.path().join(".cli.tfrc"));
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.lines().count() > 3, "{stdout}");
+    for line in stdout.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line:?}\n{stdout}"));
+        assert!(v["@message"].is_string(), "{line}");
+    }
+    assert!(
+        text(&out.stderr).contains("records 2 updated (db, terraform_data.db)"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(root.stored_input("db").as_deref(), Some("v4"));
 }
 
 /// Two tftest applies at once in threads of one driver, each of one resource: `ROUND` is the value.
@@ -304,11 +334,20 @@ fn a_root_without_live_hcl_is_left_to_terraform() {
     std::fs::write(root.path().join(".cli.tfrc"), "").unwrap();
     let shims = Shims::new();
     let _turn = turn();
+    // Started in a live root's folder: `-chdir` picks the root, and that one has no live.hcl.
+    let elsewhere = live_root("shim-elsewhere");
+    let chdir = format!("-chdir={}", root.path().display());
     for args in [
-        &["init", "-input=false", "-no-color"][..],
-        &["apply", "-auto-approve", "-input=false", "-no-color"],
+        &[chdir.as_str(), "init", "-input=false", "-no-color"][..],
+        &[
+            chdir.as_str(),
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-no-color",
+        ],
     ] {
-        let out = through_shim(&shims, root.path(), args);
+        let out = through_shim(&shims, elsewhere.path(), args);
         assert!(
             out.status.success(),
             "{args:?}: {}\n{}",
@@ -331,6 +370,7 @@ fn a_root_without_live_hcl_is_left_to_terraform() {
         "[]\n"
     );
     assert!(!root.path().join(".live-records").exists());
+    assert!(!elsewhere.path().join(".live-records").exists());
 }
 
 #[test]
