@@ -105,6 +105,8 @@ pub enum Mechanism {
     ShimRunFlags,
     /// `shim DIR` leaving a file of the shims' names that is not a shim alone (cut: replaced).
     ShimOccupied,
+    /// A shim that `choudoufu-live run` started as its terraform passing through (cut: a run inside the run).
+    ShimInsideRun,
 }
 
 impl Mechanism {
@@ -154,6 +156,7 @@ impl Mechanism {
         Mechanism::ShimLoop,
         Mechanism::ShimRunFlags,
         Mechanism::ShimOccupied,
+        Mechanism::ShimInsideRun,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -203,6 +206,7 @@ impl Mechanism {
             Mechanism::ShimLoop => "shim-loop",
             Mechanism::ShimRunFlags => "shim-run-flags",
             Mechanism::ShimOccupied => "shim-occupied",
+            Mechanism::ShimInsideRun => "shim-inside-run",
         }
     }
 

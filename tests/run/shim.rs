@@ -584,3 +584,36 @@ fn shim_dir_replaces_its_own_links_and_leaves_anything_else_alone() {
     );
     assert!(!dir.path().join("terraform").exists());
 }
+
+#[test]
+fn run_with_the_shim_on_path_runs_the_real_terraform_once() {
+    let root = live_root("shim-inside-run");
+    let shims = Shims::new();
+    let _turn = turn();
+    // `choudoufu-live run -- terraform ...` finds the shim on PATH as its terraform.
+    let run = |args: &[&str]| {
+        let mut cmd = Command::new(bin());
+        cmd.args(["run", "--", "terraform"])
+            .args(args)
+            .stdin(Stdio::null());
+        root_env(&mut cmd, root.path(), &shims.path);
+        cmd.output().unwrap()
+    };
+    let init = run(&["init", "-input=false", "-no-color"]);
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    let out = run(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-no-color",
+        "-var=db_version=v5",
+    ]);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(
+        err.matches("records 3 created").count(),
+        1,
+        "one run, one summary: {err}"
+    );
+    assert_eq!(root.stored_input("db").as_deref(), Some("v5"));
+}

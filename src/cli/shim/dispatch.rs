@@ -74,7 +74,7 @@ fn prepare(name: ShimName, called: &OsStr, args: &[OsString]) -> Result<Command,
         std::env::var_os("PATH"),
     )?;
     let pid = std::process::id();
-    let cmd = match route(args) {
+    let cmd = match route(args, me.is_parent()) {
         Route::PassThrough(_) => {
             let mut cmd = Command::new(&real);
             cmd.args(args).env(MARKER_ENV, Marker::Exec(pid).value());

@@ -71,6 +71,13 @@ impl Me {
         &self.0
     }
 
+    /// Whether this process's parent runs this binary: `choudoufu-live run`, which found the shim
+    /// on PATH as its terraform (Linux's `/proc`; elsewhere never).
+    pub fn is_parent(&self) -> bool {
+        let parent = std::os::unix::process::parent_id();
+        self.is(Path::new(&format!("/proc/{parent}/exe")))
+    }
+
     /// Whether `path` is this binary (a link to it included).
     pub fn is(&self, path: &Path) -> bool {
         std::fs::canonicalize(path).is_ok_and(|p| p == self.0)

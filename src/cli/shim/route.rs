@@ -23,10 +23,13 @@ pub enum Untouched {
     NotLive,
     /// The command never reads or writes state.
     Stateless,
+    /// `choudoufu-live run` started the shim as its terraform: the run serves the state already.
+    InsideRun,
 }
 
-/// The route of `args` (the words after the program's name), run in the current folder.
-pub fn route(args: &[OsString]) -> Route {
+/// The route of `args` (the words after the program's name), run in the current folder;
+/// `inside_run` when `choudoufu-live run` started this shim as its terraform.
+pub fn route(args: &[OsString], inside_run: bool) -> Route {
     let words: Vec<String> = args
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
@@ -34,6 +37,9 @@ pub fn route(args: &[OsString]) -> Route {
     let cmd = TfCommand::parse(&words);
     if cut(Mechanism::ShimRun) {
         return Route::PassThrough(Untouched::NotLive);
+    }
+    if inside_run && !cut(Mechanism::ShimInsideRun) {
+        return Route::PassThrough(Untouched::InsideRun);
     }
     if !is_live(&cmd.dir()) && !cut(Mechanism::ShimPassThrough) {
         return Route::PassThrough(Untouched::NotLive);
@@ -87,7 +93,7 @@ mod tests {
         let chdir = format!("-chdir={}", dir.display());
         let mut args: Vec<OsString> = vec![chdir.into()];
         args.extend(words.split_whitespace().map(OsString::from));
-        route(&args)
+        route(&args, false)
     }
 
     #[test]
@@ -138,5 +144,10 @@ mod tests {
             );
         }
         assert!(is_live(live.path()) && !is_live(plain.path()));
+        let chdir = format!("-chdir={}", live.path().display());
+        assert_eq!(
+            route(&[chdir.into(), "apply".into()], true),
+            Route::PassThrough(Untouched::InsideRun)
+        );
     }
 }
