@@ -87,6 +87,10 @@ fn driver(shims: &Shims, root: &Path, script: &str, args: &[&str]) -> serde_json
     let mut cmd = Command::new(python());
     cmd.arg("-c").arg(script).arg(root).args(args);
     root_env(&mut cmd, root, &shims.path);
+    // The drivers' temporary plans (and the stamps `run` writes beside them) go with the root.
+    let tmp = root.join(".tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    cmd.env("TMPDIR", &tmp);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
