@@ -93,6 +93,20 @@ pub enum Mechanism {
     OwnContent,
     /// Making a store safety check that could not run again before the next write.
     GuardRetry,
+    /// A shim running a live root's state commands through `run` (cut: every command passes through untouched).
+    ShimRun,
+    /// A shim passing a root without `live.hcl` to the real terraform untouched (cut: through `run`).
+    ShimPassThrough,
+    /// A shim passing commands that never touch state to the real terraform untouched (cut: through `run`).
+    ShimStateless,
+    /// A shim refusing a real program that is itself, or a shim a shim started (cut: it runs it).
+    ShimLoop,
+    /// A shim giving `run` the flags its variables set (`CHOUDOUFU_WAIT` as `--wait`).
+    ShimRunFlags,
+    /// `shim DIR` leaving a file of the shims' names that is not a shim alone (cut: replaced).
+    ShimOccupied,
+    /// A shim that `choudoufu-live run` started as its terraform passing through (cut: a run inside the run).
+    ShimInsideRun,
 }
 
 impl Mechanism {
@@ -136,6 +150,13 @@ impl Mechanism {
         Mechanism::RecoveryEstate,
         Mechanism::OwnContent,
         Mechanism::GuardRetry,
+        Mechanism::ShimRun,
+        Mechanism::ShimPassThrough,
+        Mechanism::ShimStateless,
+        Mechanism::ShimLoop,
+        Mechanism::ShimRunFlags,
+        Mechanism::ShimOccupied,
+        Mechanism::ShimInsideRun,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -179,6 +200,13 @@ impl Mechanism {
             Mechanism::RecoveryEstate => "recovery-estate",
             Mechanism::OwnContent => "own-content",
             Mechanism::GuardRetry => "guard-retry",
+            Mechanism::ShimRun => "shim-run",
+            Mechanism::ShimPassThrough => "shim-pass-through",
+            Mechanism::ShimStateless => "shim-stateless",
+            Mechanism::ShimLoop => "shim-loop",
+            Mechanism::ShimRunFlags => "shim-run-flags",
+            Mechanism::ShimOccupied => "shim-occupied",
+            Mechanism::ShimInsideRun => "shim-inside-run",
         }
     }
 

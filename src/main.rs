@@ -1,4 +1,5 @@
-//! choudoufu-live: the CLI, or the plugin when terraform starts it with no arguments and its cookie.
+//! choudoufu-live: the CLI; the plugin when terraform starts it with no arguments and its cookie;
+//! a shim when started as `terraform` or `tofu`.
 
 use choudoufu_live::frontdoor::plugin::{self, handshake};
 use choudoufu_live::logging::{self, LogFormat};
@@ -16,6 +17,12 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 fn main() {
+    // Called as `terraform` or `tofu` (a `choudoufu-live shim` link): become the real program, or `run` around it.
+    if let Some(name) = choudoufu_live::cli::shim::called_as() {
+        let e = choudoufu_live::cli::shim::dispatch(name);
+        eprintln!("choudoufu-live ({} shim): {e}", name.program());
+        std::process::exit(choudoufu_live::cli::EXIT_ERROR);
+    }
     if std::env::args_os().len() <= 1 {
         let get = |k: &str| std::env::var(k).ok();
         let env = match handshake::read_env(&get) {

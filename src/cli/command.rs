@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use super::error::{CliError, EXIT_ERROR};
-use super::{bucket, iam, records};
+use super::{bucket, iam, records, shim};
 
 /// Record-per-resource remote state for OpenTofu and Terraform, with no state lock.
 ///
@@ -43,6 +43,8 @@ pub enum Command {
     /// Print (every kind) or apply (s3) the access policy of a role scoped to one estate.
     #[command(subcommand)]
     Iam(iam::IamCommand),
+    /// Write `terraform` and `tofu` shims into DIR, so any tool that runs terraform from PATH runs it through `run` in live roots.
+    Shim(shim::ShimArgs),
 }
 
 /// Run the command line; returns the process exit status.
@@ -54,6 +56,7 @@ pub async fn main(cli: Cli) -> i32 {
             .map_err(CliError::from),
         Command::Bucket(cmd) => bucket::run(&cli.root, cmd).await,
         Command::Iam(cmd) => iam::run(&cli.root, cmd).await,
+        Command::Shim(args) => shim::install(&args).map_err(CliError::from),
     };
     match result {
         Ok(code) => code,

@@ -1,7 +1,8 @@
-//! The command line: `records`, `run`, `bucket`, `iam`.
+//! The command line: `records`, `run`, `bucket`, `iam`, `shim`.
 //!
 //! By owner: `command` the arguments and the dispatch, `records`, `bucket` and `iam` their
-//! commands (`policy` the access policy `iam` prints), and `error` what a failed command reports.
+//! commands (`policy` the access policy `iam` prints), `shim` the `terraform`/`tofu`
+//! shims and their command, and `error` what a failed command reports.
 
 pub mod bucket;
 mod command;
@@ -9,6 +10,7 @@ mod error;
 pub mod iam;
 pub mod policy;
 pub mod records;
+pub mod shim;
 
 pub use command::{Cli, Command, main};
 pub use error::{CliError, EXIT_ERROR};

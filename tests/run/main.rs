@@ -1,4 +1,4 @@
-//! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations.
+//! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations, the terraform shim.
 
 mod migrate;
 mod run_claims;
@@ -6,3 +6,4 @@ mod run_markers;
 mod run_outage;
 mod run_terraform;
 mod saved_plans;
+mod shim;
