@@ -1,6 +1,7 @@
 //! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations.
 
 mod migrate;
+mod own_provider;
 mod run_claims;
 mod run_markers;
 mod run_outage;
