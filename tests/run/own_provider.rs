@@ -57,7 +57,7 @@ fn applies(calls: &[ProviderCall], from: usize) -> usize {
 }
 
 /// init, apply (b sleeps 400 ms), a clean plan, an update, a failing update (exit 1, terraform's
-/// error), destroy: the objects and the call log follow each step.
+/// error), an import by id, destroy: the objects and the call log follow each step.
 #[test]
 fn plain_terraform_round_trip() {
     let _turn = turn();
@@ -166,6 +166,43 @@ fn plain_terraform_round_trip() {
             .as_str()
             .unwrap()
             .starts_with("v2-")
+    );
+
+    // Import by id: forgotten, imported again, and the plan is clean.
+    let id_a = cdf.objects()[0]["id"].as_str().unwrap().to_string();
+    must(
+        plain(&cdf, dir, &["state", "rm", "cdftest_thing.a"]),
+        "state rm",
+    );
+    let before = cdf.calls().len();
+    must(
+        plain(
+            &cdf,
+            dir,
+            &["import", "-input=false", "cdftest_thing.a", &id_a],
+        ),
+        "import",
+    );
+    assert_eq!(
+        started(&cdf.calls()[before..], "ImportResourceState", None).count(),
+        1
+    );
+    let out = plain(
+        &cdf,
+        dir,
+        &[
+            "plan",
+            "-detailed-exitcode",
+            "-input=false",
+            "-var",
+            "b_value=v2",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "clean after import: {}",
+        text(&out.stdout)
     );
 
     must(
