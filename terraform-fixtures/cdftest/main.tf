@@ -9,6 +9,11 @@ terraform {
   }
 }
 
+variable "a_name" {
+  type    = string
+  default = "a"
+}
+
 variable "a_value" {
   type    = string
   default = "v1"
@@ -30,7 +35,7 @@ variable "b_fail" {
 }
 
 resource "cdftest_thing" "a" {
-  name  = "a"
+  name  = var.a_name
   value = var.a_value
 }
 

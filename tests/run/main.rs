@@ -3,6 +3,7 @@
 mod migrate;
 mod own_provider;
 mod run_claims;
+mod run_deletes;
 mod run_markers;
 mod run_outage;
 mod run_terraform;

@@ -322,3 +322,60 @@ fn through_run_on_a_live_root() {
     assert!(cdf.objects().is_empty());
     assert!(record(&root, &cdf, "cdftest_thing.a").is_none());
 }
+
+/// An interrupted terraform sends StopProvider: the sleeping apply is cut short (logged
+/// `cancelled`), creates nothing, and terraform exits soon after, not when the sleep would end.
+#[test]
+fn an_interrupt_stops_a_sleeping_apply() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let _turn = turn();
+    let cdf = Cdftest::new(false);
+    let root = tempfile::tempdir().unwrap();
+    std::fs::copy(fixture().join("main.tf"), root.path().join("main.tf")).unwrap();
+    let dir = root.path();
+    must(plain(&cdf, dir, &["init", "-input=false"]), "init");
+    let mut c = Command::new(terraform());
+    c.args([
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-var",
+        "b_sleep_ms=60000",
+    ])
+    .current_dir(dir)
+    .env("NO_COLOR", "1")
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    cdf.env(&mut c);
+    let child = c.spawn().unwrap();
+    cdf.wait_for(
+        "ApplyResourceChange",
+        "b",
+        std::time::Duration::from_secs(60),
+    );
+    let interrupted = std::time::Instant::now();
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let out = testkit::tf::wait(child, std::time::Duration::from_secs(30));
+    assert!(
+        interrupted.elapsed() < std::time::Duration::from_secs(20),
+        "terraform took {:?} after the interrupt",
+        interrupted.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let calls = cdf.calls();
+    assert_eq!(
+        started(&calls, "StopProvider", None).count(),
+        1,
+        "{calls:#?}"
+    );
+    assert!(
+        calls.iter().any(|c| c.rpc == "ApplyResourceChange"
+            && c.name.as_deref() == Some("b")
+            && c.phase == Phase::Cancelled),
+        "{calls:#?}"
+    );
+    let objects = cdf.objects();
+    assert_eq!(objects.len(), 1, "only a was created: {objects:?}");
+    assert_eq!(objects[0]["name"], "a");
+}
