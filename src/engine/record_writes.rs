@@ -175,29 +175,78 @@ fn build(
     }
 }
 
-/// Decide a delete of an undeclared resource: keep a newer program's, refuse another estate's.
-fn delete_rule(layout: &Layout, run: &RunInfo, stored: &Record) -> Option<Outcome> {
+/// Why the delete rules stop a delete of a stored resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeleteBlock {
+    /// A newer program than the deleting run's wrote the record.
+    NewerProgram {
+        /// The instance address.
+        address: String,
+        /// The stamp of the record's writer.
+        stored: ProgramStamp,
+        /// The deleting run's stamp.
+        run: ProgramStamp,
+    },
+    /// The record's live marker names another estate than the deleting run's.
+    OtherEstate {
+        /// The instance address.
+        address: String,
+        /// The estate its marker names.
+        owner: String,
+        /// The deleting run's estate.
+        estate: String,
+    },
+}
+
+/// The delete rules, for every door: a run of `program` in `layout`'s estate may delete `stored`
+/// unless a newer program wrote it or its live marker names another estate.
+pub fn delete_block(
+    layout: &Layout,
+    program: &ProgramStamp,
+    stored: &Record,
+) -> Option<DeleteBlock> {
     if cut(Mechanism::DeleteRule) {
         return None;
     }
-    if stored.program.is_newer_than(&run.program) {
-        return Some(Outcome::Kept(format!(
-            "kept {}: it was written by a newer program ({}) than this run's ({}); an older checkout does not delete a newer one's resource",
-            stored.address(),
-            stored.program.short(),
-            run.program.short()
-        )));
+    if stored.program.is_newer_than(program) {
+        return Some(DeleteBlock::NewerProgram {
+            address: stored.address().to_string(),
+            stored: stored.program.clone(),
+            run: program.clone(),
+        });
     }
     if let Some(owner) = stored.instance().and_then(owner_of)
         && owner != layout.estate().as_str()
     {
-        return Some(Outcome::Refused(format!(
-            "refused to delete {}: its live marker says estate {owner:?} owns it, not {:?}",
-            stored.address(),
-            layout.estate().as_str()
-        )));
+        return Some(DeleteBlock::OtherEstate {
+            address: stored.address().to_string(),
+            owner,
+            estate: layout.estate().to_string(),
+        });
     }
     None
+}
+
+/// Decide a delete of an undeclared resource: keep a newer program's, refuse another estate's.
+fn delete_rule(layout: &Layout, run: &RunInfo, stored: &Record) -> Option<Outcome> {
+    delete_block(layout, &run.program, stored).map(|block| match block {
+        DeleteBlock::NewerProgram {
+            address,
+            stored,
+            run,
+        } => Outcome::Kept(format!(
+            "kept {address}: it was written by a newer program ({}) than this run's ({}); an older checkout does not delete a newer one's resource",
+            stored.short(),
+            run.short()
+        )),
+        DeleteBlock::OtherEstate {
+            address,
+            owner,
+            estate,
+        } => Outcome::Refused(format!(
+            "refused to delete {address}: its live marker says estate {owner:?} owns it, not {estate:?}"
+        )),
+    })
 }
 
 async fn write_one(

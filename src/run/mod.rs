@@ -11,6 +11,7 @@ mod claiming;
 mod claims;
 mod command;
 mod context;
+mod deletes;
 mod error;
 mod flush;
 mod outputs;

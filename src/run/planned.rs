@@ -14,6 +14,7 @@ use super::approve::{self, Answer};
 use super::claiming::{self, Claimed};
 use super::command::{self, ApplySplit};
 use super::context::{Attempt, Ctx};
+use super::deletes;
 use super::error::{EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError};
 use super::flush::{self, Flushed};
 use super::outputs::{self, Reconcile};
@@ -75,6 +76,9 @@ async fn claim_and_apply(
     apply: Apply<'_>,
     reconcile: Reconcile,
 ) -> Result<Step, RunError> {
+    if let Some(code) = deletes::refuse(ctx, apply.set).await? {
+        return Ok(Step::Exit(code));
+    }
     match claiming::claim(ctx, attempt, apply.set, apply.deadline).await? {
         Claimed::Held(hold) => attempt.hold(hold),
         Claimed::Released => return Ok(Step::Again),

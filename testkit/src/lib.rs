@@ -3,6 +3,7 @@
 //! test binary uses what it needs and the rest is not dead code.
 
 pub mod aws_objects;
+pub mod cdftest;
 pub mod fault_proxy;
 pub mod latency_proxy;
 pub mod plugin_host;

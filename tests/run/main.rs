@@ -1,7 +1,9 @@
 //! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations, the terraform shim.
 
 mod migrate;
+mod own_provider;
 mod run_claims;
+mod run_deletes;
 mod run_markers;
 mod run_outage;
 mod run_terraform;

@@ -20,7 +20,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::transport::Server;
-use tonic::transport::server::Connected;
+use tonic::transport::server::{Connected, Router};
 
 use handshake::{HostEnv, Listen};
 use proto::live::live_server::LiveServer;
@@ -132,6 +132,24 @@ async fn bind(env: &HostEnv) -> Result<(Listener, Listen), PluginError> {
 
 /// Serve the plugin until the host asks it to stop.
 pub async fn serve(env: HostEnv) -> Result<(), PluginError> {
+    let root = std::env::current_dir()?;
+    let live = LiveServer::new(live::LiveService::new(root.clone()))
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
+    let provider = ProviderServer::new(state_store::StateStoreProvider::new(root))
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
+    serve_services(env, move |router| {
+        router.add_service(provider).add_service(live)
+    })
+    .await
+}
+
+/// Serve go-plugin's own services (handshake, AutoMTLS, Shutdown) and those `add` puts on the router, until the host asks it to stop.
+pub async fn serve_services(
+    env: HostEnv,
+    add: impl FnOnce(Router) -> Router,
+) -> Result<(), PluginError> {
     // The host stops the plugin with Shutdown; interrupts from the terminal are for the host.
     if let Ok(mut sigint) =
         tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
@@ -152,23 +170,14 @@ pub async fn serve(env: HostEnv) -> Result<(), PluginError> {
     health
         .set_service_status("plugin", tonic_health::ServingStatus::Serving)
         .await;
-    let root = std::env::current_dir()?;
-    let live = LiveServer::new(live::LiveService::new(root.clone()))
-        .max_decoding_message_size(MAX_MESSAGE)
-        .max_encoding_message_size(MAX_MESSAGE);
-    let provider = ProviderServer::new(state_store::StateStoreProvider::new(root))
-        .max_decoding_message_size(MAX_MESSAGE)
-        .max_encoding_message_size(MAX_MESSAGE);
-    let router = Server::builder()
+    let router = add(Server::builder()
         .trace_fn(grpc_span)
         .add_service(health_service)
         .add_service(GrpcControllerServer::new(goplugin::Controller {
             stop: stop.clone(),
         }))
         .add_service(GrpcStdioServer::new(goplugin::Stdio))
-        .add_service(GrpcBrokerServer::new(goplugin::Broker))
-        .add_service(provider)
-        .add_service(live);
+        .add_service(GrpcBrokerServer::new(goplugin::Broker)));
 
     let (tx, rx) = mpsc::channel::<std::io::Result<Conn>>(16);
     let acceptor = tls.as_ref().map(|(a, _)| a.clone());
