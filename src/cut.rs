@@ -93,6 +93,10 @@ pub enum Mechanism {
     OwnContent,
     /// Making a store safety check that could not run again before the next write.
     GuardRetry,
+    /// Giving up a store call early while none of its tries reached the store (cut: its full tries).
+    UnreachedBudget,
+    /// `run` checking the store once before it starts terraform.
+    StorePreflight,
 }
 
 impl Mechanism {
@@ -136,6 +140,8 @@ impl Mechanism {
         Mechanism::RecoveryEstate,
         Mechanism::OwnContent,
         Mechanism::GuardRetry,
+        Mechanism::UnreachedBudget,
+        Mechanism::StorePreflight,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -179,6 +185,8 @@ impl Mechanism {
             Mechanism::RecoveryEstate => "recovery-estate",
             Mechanism::OwnContent => "own-content",
             Mechanism::GuardRetry => "guard-retry",
+            Mechanism::UnreachedBudget => "unreached-budget",
+            Mechanism::StorePreflight => "store-preflight",
         }
     }
 
