@@ -43,7 +43,11 @@ pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
             let store = S3Store::connect(settings).await;
             match bucket::check(store.client(), settings).await {
                 Ok(report) => Ok(verdict(&report, false)),
-                Err(e) => Ok(unchecked(&store.describe(), e.reason, &e.to_string())),
+                Err(e) => Ok(unchecked(
+                    &format!("{} at {}", store.describe(), store.endpoint()),
+                    e.reason,
+                    &e.to_string(),
+                )),
             }
         }
         (StoreSettings::S3(settings), BucketCommand::Setup) => {

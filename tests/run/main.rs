@@ -4,5 +4,6 @@ mod migrate;
 mod run_claims;
 mod run_markers;
 mod run_outage;
+mod run_store_refused;
 mod run_terraform;
 mod saved_plans;

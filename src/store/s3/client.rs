@@ -168,6 +168,15 @@ impl S3Store {
         &self.bucket
     }
 
+    /// The endpoint requests go to: the custom one, else the region's AWS endpoint.
+    pub fn endpoint(&self) -> String {
+        match (&self.endpoint, self.client.config().region()) {
+            (Some(url), _) => url.clone(),
+            (None, Some(region)) => format!("https://s3.{region}.amazonaws.com"),
+            (None, None) => "https://s3.amazonaws.com".to_string(),
+        }
+    }
+
     pub(super) fn fail<E>(&self, op: &'static str, key: &str, err: SdkError<E>) -> StoreError
     where
         E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
@@ -176,15 +185,10 @@ impl S3Store {
         // One line; the SDK's whole context (a debug dump) only with CHOUDOUFU_VERBOSE.
         let message = sdk_message(&err);
         let detail = format!("{}", DisplayErrorContext(&err));
-        let endpoint = match (&self.endpoint, self.client.config().region()) {
-            (Some(url), _) => url.clone(),
-            (None, Some(region)) => format!("https://s3.{region}.amazonaws.com"),
-            (None, None) => "https://s3.amazonaws.com".to_string(),
-        };
         let e = StoreError::new(self.describe(), op, key, err)
             .with_message(message)
             .with_detail(detail)
-            .at(endpoint);
+            .at(self.endpoint());
         match reason {
             Some(r) => e.because(r),
             None => e,
