@@ -144,8 +144,6 @@ pub struct StoreError {
     pub key: String,
     /// What the store said, as the user reads it: one line (the service's error code and message, or the root cause).
     pub message: Box<str>,
-    /// The whole error as its SDK or client tells it, shown only with `CHOUDOUFU_VERBOSE`.
-    pub detail: Option<Box<str>>,
     /// Why it failed, from the cause (or as the store kind knew better).
     pub reason: Reason,
     /// The endpoint the call went to, when it is known (e.g. `https://s3.eu-west-1.amazonaws.com`).
@@ -188,11 +186,9 @@ impl fmt::Display for StoreError {
             )?,
         }
         if verbose() {
-            let chain = match &self.detail {
-                Some(d) => d.to_string(),
-                None => chain_text(self.source.as_ref()),
-            };
-            write!(f, " [{VERBOSE_ENV}: {chain}]")?;
+            // The whole chain, and the cause as its SDK or client shows it (a debug dump).
+            let whole = aws_smithy_types::error::display::DisplayErrorContext(self.source.as_ref());
+            write!(f, " [{VERBOSE_ENV}: {whole}]")?;
         }
         Ok(())
     }
@@ -214,7 +210,6 @@ impl StoreError {
             op,
             key: key.into(),
             message: source.to_string().into_boxed_str(),
-            detail: None,
             reason,
             endpoint,
             source,
@@ -224,12 +219,6 @@ impl StoreError {
     /// The same error with a fuller message than the cause's own text (e.g. the SDK's error context).
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into().into_boxed_str();
-        self
-    }
-
-    /// The same error with the whole text its SDK gives, shown only with `CHOUDOUFU_VERBOSE`.
-    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
-        self.detail = Some(detail.into().into_boxed_str());
         self
     }
 

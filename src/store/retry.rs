@@ -104,9 +104,10 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// The default policy, its unreached budget from `CHOUDOUFU_STORE_UNREACHABLE_TIMEOUT` when set.
     pub fn configured() -> Self {
-        let mut policy = RetryPolicy::default();
-        policy.unreached = duration_env(UNREACHED_ENV, UNREACHED);
-        policy
+        RetryPolicy {
+            unreached: duration_env(UNREACHED_ENV, UNREACHED),
+            ..RetryPolicy::default()
+        }
     }
 
     /// Whether a call whose tries so far all reached no server, the first `elapsed` ago, gives up rather than wait `wait` for another.

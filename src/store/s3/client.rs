@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{Region, RequestChecksumCalculation, ResponseChecksumValidation};
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 
@@ -184,10 +184,8 @@ impl S3Store {
         let reason = sdk_reason(&err);
         // One line; the SDK's whole context (a debug dump) only with CHOUDOUFU_VERBOSE.
         let message = sdk_message(&err);
-        let detail = format!("{}", DisplayErrorContext(&err));
         let e = StoreError::new(self.describe(), op, key, err)
             .with_message(message)
-            .with_detail(detail)
             .at(self.endpoint());
         match reason {
             Some(r) => e.because(r),
