@@ -56,7 +56,9 @@ impl Reason {
             Reason::Missing => format!(
                 "Create it (`choudoufu-live bucket setup` does not create buckets or containers: it sets up an existing one), or fix the name in live.hcl; then `choudoufu-live bucket setup` makes it safe for records{more}."
             ),
-            Reason::Answered => format!("Nothing was changed by this call{more}."),
+            Reason::Answered => {
+                format!("The store answered with the error above: its code says why{more}.")
+            }
         }
     }
 
@@ -125,6 +127,13 @@ fn reason_of_link(e: &(dyn std::error::Error + 'static)) -> Option<Reason> {
         .then_some(Reason::CredentialsRefused);
     }
     if let Some(u) = e.downcast_ref::<super::unexpected::UnexpectedStatus>() {
+        let missing = u.status == 404
+            && ["ContainerNotFound", "NoSuchBucket", "bucket does not exist"]
+                .iter()
+                .any(|code| u.body.contains(code));
+        if missing {
+            return Some(Reason::Missing);
+        }
         return credentials_status(u.status);
     }
     None
@@ -377,6 +386,23 @@ mod tests {
                 .starts_with("record store gs://b: get k failed"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_missing_container_is_its_own_reason_with_what_to_do() {
+        let missing = super::super::unexpected::UnexpectedStatus {
+            status: 404,
+            body: "<Error><Code>ContainerNotFound</Code></Error>".into(),
+        };
+        let e = StoreError::new("azurerm://a/c", "list", "tofu-records/e/", missing);
+        assert_eq!(e.reason, Reason::Missing);
+        assert!(!e.unavailable());
+        assert!(
+            e.to_string().contains("the container does not exist"),
+            "{e}"
+        );
+        assert!(e.advice().contains("does not create buckets or containers"));
+        assert!(!e.advice().contains("once it answers"));
     }
 
     #[test]
