@@ -107,6 +107,10 @@ pub enum Mechanism {
     ShimOccupied,
     /// A shim that `choudoufu-live run` started as its terraform passing through (cut: a run inside the run).
     ShimInsideRun,
+    /// Giving up a store call early while none of its tries reached the store (cut: its full tries).
+    UnreachedBudget,
+    /// `run` checking the store once before it starts terraform.
+    StorePreflight,
 }
 
 impl Mechanism {
@@ -157,6 +161,8 @@ impl Mechanism {
         Mechanism::ShimRunFlags,
         Mechanism::ShimOccupied,
         Mechanism::ShimInsideRun,
+        Mechanism::UnreachedBudget,
+        Mechanism::StorePreflight,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -207,6 +213,8 @@ impl Mechanism {
             Mechanism::ShimRunFlags => "shim-run-flags",
             Mechanism::ShimOccupied => "shim-occupied",
             Mechanism::ShimInsideRun => "shim-inside-run",
+            Mechanism::UnreachedBudget => "unreached-budget",
+            Mechanism::StorePreflight => "store-preflight",
         }
     }
 

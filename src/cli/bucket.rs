@@ -43,7 +43,11 @@ pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
             let store = S3Store::connect(settings).await;
             match bucket::check(store.client(), settings).await {
                 Ok(report) => Ok(verdict(&report, false)),
-                Err(e) => Ok(unchecked(&store.describe(), e.reason, &e.to_string())),
+                Err(e) => Ok(unchecked(
+                    &format!("{} at {}", store.describe(), store.endpoint()),
+                    e.reason,
+                    &e.to_string(),
+                )),
             }
         }
         (StoreSettings::S3(settings), BucketCommand::Setup) => {
@@ -100,19 +104,25 @@ fn print_steps(steps: impl IntoIterator<Item = SafetyStep>) {
     }
 }
 
-/// Say the settings could not be read (not that they fail); the exit status.
+/// Say the settings could not be read (not that they fail), and what to do; the exit status.
 fn unchecked(store: &str, reason: Reason, error: &str) -> i32 {
     let what = match reason {
         Reason::Unreachable => "StoreUnavailable: the store could not be reached",
         Reason::CredentialsRefused => {
             "StoreUnavailable: the store refused the credentials (expired, or without the permission to read the settings)"
         }
+        Reason::Missing => "it does not exist",
         Reason::Answered => "the store would not show its settings",
     };
     println!("{store}: could not be checked. {what}: {error}");
-    println!(
-        "{store}: this is not a finding that the store is unsafe; runs write nothing here until a check can be made. Check again once it answers."
-    );
+    let advice = match reason {
+        Reason::Unreachable | Reason::CredentialsRefused => format!(
+            "this is not a finding that the store is unsafe; runs write nothing here until a check can be made. {}",
+            reason.advice(store, None)
+        ),
+        _ => reason.advice(store, None),
+    };
+    println!("{store}: {advice}");
     1
 }
 

@@ -61,7 +61,7 @@ pub async fn main(cli: Cli) -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("Error: {e}");
+            eprintln!("{}", super::error::report(e.as_ref()));
             EXIT_ERROR
         }
     }

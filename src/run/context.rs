@@ -11,12 +11,32 @@ use super::error::RunError;
 use super::signals::Signals;
 use super::terraform::Terraform;
 use crate::config::LiveConfig;
+use crate::cut::{Mechanism, cut};
 use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
 use crate::engine::read_cache::ReadCache;
 use crate::engine::session::{RunInfo, Session};
 use crate::frontdoor::http::{self, Backend, RunSummary, Server};
-use crate::store::{DynStore, WriteGuard};
+use crate::store::{DynStore, KeyRange, WriteGuard};
+
+/// terraform's commands that read no state: `run` starts them without checking the store.
+const STATELESS: &[&str] = &[
+    "version",
+    "fmt",
+    "validate",
+    "get",
+    "providers",
+    "metadata",
+    "login",
+    "logout",
+    "help",
+    "-version",
+    "-help",
+    "--version",
+    "--help",
+    "-v",
+    "-h",
+];
 
 /// What every step of one run shares, its stop token among it.
 pub struct Ctx {
@@ -63,6 +83,25 @@ impl Ctx {
         )
         .with_guard(self.guard.clone())
         .with_cache(Some(ReadCache::for_root(&self.root)))
+    }
+
+    /// Check once, before terraform starts, that the store answers and the estate can be listed (one listing of at most one key); a store that cannot be used refuses the run.
+    ///
+    /// A missing bucket, a store that does not answer or refused credentials would otherwise
+    /// reach the user only as terraform's "giving up after 3 attempt(s)", minutes later.
+    pub async fn check_store(&self) -> Result<(), RunError> {
+        let stateless = match self.cmd.sub() {
+            None => true,
+            Some(sub) => STATELESS.contains(&sub),
+        };
+        if stateless || cut(Mechanism::StorePreflight) {
+            return Ok(());
+        }
+        self.store
+            .list_range_page(&self.layout.prefix(), &KeyRange::default(), 1, None)
+            .await
+            .map(drop)
+            .map_err(RunError::StoreRefused)
     }
 
     /// Run terraform with `args` and `env` against `server`, the run's signals passed on.

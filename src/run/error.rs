@@ -20,6 +20,9 @@ pub enum RunError {
     /// A claim, heartbeat or release could not reach the store.
     #[error("claims: {0}")]
     Store(#[from] StoreError),
+    /// The record store could not be used (not reached, the credentials refused, no such bucket): terraform was not started.
+    #[error("the record store cannot be used, so terraform was not started: {0}")]
+    StoreRefused(#[source] StoreError),
     /// A claim could not be made.
     #[error("claims: {0}")]
     Claim(#[from] ClaimError),

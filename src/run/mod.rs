@@ -108,6 +108,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         heartbeat: Heartbeat::new(args.heartbeat),
         signals: Signals::install()?,
     };
+    ctx.check_store().await?;
     let apply = match ctx.cmd.sub() {
         Some("apply" | "destroy") => command::apply_command(&ctx.cmd),
         _ => ApplyCommand::AsGiven,

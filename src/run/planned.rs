@@ -138,7 +138,10 @@ pub async fn planned_apply(ctx: &mut Ctx, split: &ApplySplit) -> Result<i32, Run
         let step = plan_and_apply(ctx, &mut attempt, split, &plan, deadline).await;
         let ended = attempt.end().await;
         match step? {
-            Step::Exit(code) => return Ok(code),
+            Step::Exit(code) => {
+                say::state_errors(&ended.1.errors);
+                return Ok(code);
+            }
             Step::Again => {}
             Step::Moved(moved) => {
                 replans += 1;
@@ -223,7 +226,10 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
         let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;
         let ended = attempt.end().await;
         match step? {
-            Step::Exit(code) => return Ok(code),
+            Step::Exit(code) => {
+                say::state_errors(&ended.1.errors);
+                return Ok(code);
+            }
             Step::Again => {}
             Step::Moved(moved) => return Ok(refuse_plan(moved.into())),
             Step::Ran(ran) => return finish(ctx, ended, ran).await,

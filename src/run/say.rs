@@ -244,6 +244,13 @@ pub enum Carried<'a> {
     Lost,
 }
 
+/// Each distinct error the state server answered terraform with, once: terraform's own words ("giving up after 3 attempt(s)") never say why.
+pub fn state_errors(errors: &[String]) {
+    for e in distinct(errors) {
+        line(format_args!("error: {e}"));
+    }
+}
+
 /// One line of what was written, and every named conflict and error.
 pub fn summary(estate: impl Display, s: &RunSummary, carried: Carried<'_>, conflict: impl Display) {
     if let Some(l) = s.refusal_line() {

@@ -15,14 +15,51 @@ pub enum Reason {
     Unreachable,
     /// The store answered that the credentials are not accepted (401/403, an expired token).
     CredentialsRefused,
+    /// The store answered that the bucket or container does not exist (S3 `NoSuchBucket`, Azure `ContainerNotFound`).
+    Missing,
     /// The store answered, with an error of another kind.
     Answered,
+}
+
+/// The environment variable that adds each failed store call's whole chain of causes to its message.
+pub const VERBOSE_ENV: &str = "CHOUDOUFU_VERBOSE";
+
+/// Whether `CHOUDOUFU_VERBOSE` asks for whole error chains (set, and neither empty nor `0`/`false`).
+pub fn verbose() -> bool {
+    static VERBOSE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *VERBOSE.get_or_init(|| {
+        std::env::var(VERBOSE_ENV).is_ok_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no"))
+    })
 }
 
 impl Reason {
     /// Whether the store is unavailable to this program (unreachable, or the credentials refused).
     pub fn unavailable(self) -> bool {
-        !matches!(self, Reason::Answered)
+        matches!(self, Reason::Unreachable | Reason::CredentialsRefused)
+    }
+
+    /// One line of what to do about a failure for this reason, for `store` at `endpoint`.
+    pub fn advice(self, store: &str, endpoint: Option<&str>) -> String {
+        let at = endpoint.map(|e| format!(" at {e}")).unwrap_or_default();
+        let more = if verbose() {
+            ""
+        } else {
+            " (CHOUDOUFU_VERBOSE=1 shows the whole error)"
+        };
+        match self {
+            Reason::Unreachable => format!(
+                "Check that the endpoint and region in live.hcl are right and that {store}{at} is up and reachable from here; try again once it answers{more}."
+            ),
+            Reason::CredentialsRefused => format!(
+                "Check the credentials this program is given (expired, or without permission on {store}){more}."
+            ),
+            Reason::Missing => format!(
+                "Create it (`choudoufu-live bucket setup` does not create buckets or containers: it sets up an existing one), or fix the name in live.hcl; then `choudoufu-live bucket setup` makes it safe for records{more}."
+            ),
+            Reason::Answered => {
+                format!("The store answered with the error above: its code says why{more}.")
+            }
+        }
     }
 
     /// The reason a cause chain shows: the first link that says the store was not reached or refused the credentials.
@@ -90,6 +127,13 @@ fn reason_of_link(e: &(dyn std::error::Error + 'static)) -> Option<Reason> {
         .then_some(Reason::CredentialsRefused);
     }
     if let Some(u) = e.downcast_ref::<super::unexpected::UnexpectedStatus>() {
+        let missing = u.status == 404
+            && ["ContainerNotFound", "NoSuchBucket", "bucket does not exist"]
+                .iter()
+                .any(|code| u.body.contains(code));
+        if missing {
+            return Some(Reason::Missing);
+        }
         return credentials_status(u.status);
     }
     None
@@ -107,7 +151,7 @@ pub struct StoreError {
     pub op: &'static str,
     /// The key concerned (the prefix, for a listing).
     pub key: String,
-    /// What the store said, as the user reads it.
+    /// What the store said, as the user reads it: one line (the service's error code and message, or the root cause).
     pub message: Box<str>,
     /// Why it failed, from the cause (or as the store kind knew better).
     pub reason: Reason,
@@ -129,18 +173,33 @@ impl fmt::Display for StoreError {
                 f,
                 "StoreUnavailable: record store {}{at} could not be reached: {} {} failed: {}",
                 self.store, self.op, self.key, self.message
-            ),
+            )?,
             Reason::CredentialsRefused => write!(
                 f,
                 "StoreUnavailable: record store {}{at} refused the credentials: {} {} failed: {}",
                 self.store, self.op, self.key, self.message
-            ),
+            )?,
+            Reason::Missing => write!(
+                f,
+                "record store {}{at}: the {} does not exist: {} {} failed: {}",
+                self.store,
+                container_word(&self.store),
+                self.op,
+                self.key,
+                self.message
+            )?,
             Reason::Answered => write!(
                 f,
-                "record store {}: {} {} failed: {}",
+                "record store {}{at}: {} {} failed: {}",
                 self.store, self.op, self.key, self.message
-            ),
+            )?,
         }
+        if verbose() {
+            // The whole chain, and the cause as its SDK or client shows it (a debug dump).
+            let whole = aws_smithy_types::error::display::DisplayErrorContext(self.source.as_ref());
+            write!(f, " [{VERBOSE_ENV}: {whole}]")?;
+        }
+        Ok(())
     }
 }
 
@@ -170,6 +229,11 @@ impl StoreError {
     pub fn with_message(mut self, message: impl Into<String>) -> Self {
         self.message = message.into().into_boxed_str();
         self
+    }
+
+    /// One line of what to do about this failure.
+    pub fn advice(&self) -> String {
+        self.reason.advice(&self.store, self.endpoint.as_deref())
     }
 
     /// The same error with the reason the store kind knows from its typed error.
@@ -202,6 +266,64 @@ pub fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
         link = e.source();
     }
     parts.join(": ")
+}
+
+/// "bucket" or "container", as the store kind `store` (e.g. `s3://b`, `azurerm://a/c`) names it.
+pub fn container_word(store: &str) -> &'static str {
+    if store.starts_with("azurerm://") {
+        "container"
+    } else {
+        "bucket"
+    }
+}
+
+/// The deepest cause of an error: what failed at the bottom (e.g. `Connection refused (os error 111)`).
+pub fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut last = e;
+    while let Some(next) = last.source() {
+        last = next;
+    }
+    last.to_string()
+}
+
+/// Whether the chain says no connection was made at all: refused, a failed name lookup, a connect timeout.
+///
+/// Such a try reached no server, so trying again soon rarely helps: retries give up early on it.
+pub fn unreached(cause: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind as K;
+    let mut link: Option<&(dyn std::error::Error + 'static)> = Some(cause);
+    while let Some(e) = link {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                K::ConnectionRefused
+                    | K::AddrNotAvailable
+                    | K::HostUnreachable
+                    | K::NetworkUnreachable
+                    | K::NetworkDown
+            )
+        {
+            return true;
+        }
+        if e.downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_connect)
+        {
+            return true;
+        }
+        if e.downcast_ref::<hyper_util::client::legacy::Error>()
+            .is_some_and(hyper_util::client::legacy::Error::is_connect)
+        {
+            return true;
+        }
+        if e.downcast_ref::<aws_sdk_s3::error::ConnectorError>()
+            .is_some_and(aws_sdk_s3::error::ConnectorError::is_timeout)
+        {
+            // The S3 client sets no read timeout: a connector timeout is the connect timeout.
+            return true;
+        }
+        link = e.source();
+    }
+    false
 }
 
 /// The scheme, host and port an HTTP error in the chain names.
@@ -264,6 +386,23 @@ mod tests {
                 .starts_with("record store gs://b: get k failed"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_missing_container_is_its_own_reason_with_what_to_do() {
+        let missing = super::super::unexpected::UnexpectedStatus {
+            status: 404,
+            body: "<Error><Code>ContainerNotFound</Code></Error>".into(),
+        };
+        let e = StoreError::new("azurerm://a/c", "list", "tofu-records/e/", missing);
+        assert_eq!(e.reason, Reason::Missing);
+        assert!(!e.unavailable());
+        assert!(
+            e.to_string().contains("the container does not exist"),
+            "{e}"
+        );
+        assert!(e.advice().contains("does not create buckets or containers"));
+        assert!(!e.advice().contains("once it answers"));
     }
 
     #[test]

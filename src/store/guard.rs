@@ -60,6 +60,7 @@ impl SafetyUnchecked {
             Reason::CredentialsRefused => format!(
                 "Check the credentials: they may have expired, or lack the permission to read the settings ({permissions}); `choudoufu-live bucket check --root DIR` shows them."
             ),
+            Reason::Missing => Reason::Missing.advice(&store, None),
             Reason::Answered => format!(
                 "{permissions}; `choudoufu-live bucket check --root DIR` shows the settings."
             ),

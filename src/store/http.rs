@@ -7,7 +7,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::error::StoreError;
-use super::retry::{RetryPolicy, Verdict};
+use super::retry::{self, RetryPolicy, Verdict};
 use super::unexpected::UnexpectedStatus;
 
 /// How long one HTTP request of a cloud store may take.
@@ -18,16 +18,18 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 #[error("the HTTP client could not be built: {0}")]
 pub struct ClientError(#[source] pub reqwest::Error);
 
-/// The HTTP client the Azure and GCS stores send their direct requests with, each request bounded by [`REQUEST_TIMEOUT`].
+/// The HTTP client the Azure and GCS stores send their direct requests with, each request bounded by [`REQUEST_TIMEOUT`] and its connection by [`retry::connect_timeout`].
 pub fn client() -> Result<reqwest::Client, ClientError> {
     reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
+        .connect_timeout(retry::connect_timeout())
         .build()
         .map_err(ClientError)
 }
 
 /// What one direct request's outcome says about trying again: a busy or failing service
-/// (408, 429, 5xx) or no answer at all may be tried again; any other answer stands.
+/// (408, 429, 5xx) or no answer at all may be tried again (a store never connected to, for less
+/// long); any other answer stands.
 pub fn verdict(outcome: &Result<reqwest::Response, reqwest::Error>) -> Verdict {
     match outcome {
         Ok(response) => match response.status().as_u16() {
@@ -36,6 +38,7 @@ pub fn verdict(outcome: &Result<reqwest::Response, reqwest::Error>) -> Verdict {
         },
         // A request that could not be built is not mended by sending it again.
         Err(e) if e.is_builder() => Verdict::Final,
+        Err(e) if super::error::unreached(e) => Verdict::Unreached,
         Err(_) => Verdict::NoAnswer,
     }
 }

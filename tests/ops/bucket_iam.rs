@@ -694,3 +694,80 @@ async fn two_estates_in_one_bucket_never_touch_each_other() {
         assert_eq!(tag.as_deref(), Some(estate), "{key}");
     }
 }
+
+/// `bucket check` with env fit for moto and a store that may refuse; how long it took.
+fn timed_check(root: &Path) -> (Output, std::time::Duration) {
+    let started = std::time::Instant::now();
+    let out = Command::new(bin())
+        .arg("--root")
+        .arg(root)
+        .args(["bucket", "check"])
+        .env("AWS_MAX_ATTEMPTS", "20")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env_remove("CHOUDOUFU_VERBOSE")
+        .output()
+        .unwrap();
+    (out, started.elapsed())
+}
+
+/// `bucket check` on a store that refuses every connection gives up in seconds (not after
+/// `AWS_MAX_ATTEMPTS=20` tries), naming the endpoint, with no SDK debug dump.
+#[test]
+fn a_refused_store_fails_bucket_check_in_seconds_naming_its_endpoint() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("live.hcl"),
+        format!(
+            "live {{\n  estate = \"e\"\n  record_store \"s3\" {{\n    bucket = \"refused\"\n    region = \"us-east-1\"\n    endpoint = \"{endpoint}\"\n  }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    let (out, took) = timed_check(dir.path());
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        took < std::time::Duration::from_secs(25),
+        "took {took:?}:\n{said}"
+    );
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "one line of cause, one of advice:\n{said}");
+    assert!(
+        lines[0].contains(&endpoint) && lines[0].contains("could not be reached"),
+        "{said}"
+    );
+    assert!(lines[1].contains("once it answers"), "{said}");
+    assert!(
+        !said.contains("DispatchFailure") && !said.contains("ConnectorError {"),
+        "{said}"
+    );
+}
+
+/// `bucket check` of a bucket that does not exist says so and what to do (create it, or fix
+/// live.hcl; `bucket setup` creates none), not "check again once it answers".
+#[test]
+fn a_missing_bucket_is_named_by_bucket_check_with_what_to_do() {
+    let bucket = common::unique_bucket("missing");
+    let root = live_root("e", &bucket, "");
+    let (out, _) = timed_check(root.path());
+    let said = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 2, "one line of cause, one of advice:\n{said}");
+    assert!(
+        lines[0].contains(&bucket)
+            && lines[0].contains("does not exist")
+            && lines[0].contains("NoSuchBucket"),
+        "{said}"
+    );
+    assert!(
+        lines[1].contains("does not create buckets") && lines[1].contains("live.hcl"),
+        "{said}"
+    );
+    assert!(!said.contains("once it answers"), "{said}");
+    assert!(!said.contains("ServiceError {"), "{said}");
+}

@@ -545,3 +545,69 @@ async fn s3_version_listings_page_with_both_markers() {
         .unwrap();
     assert_eq!(stored.bytes, b"a0");
 }
+
+/// An endpoint on loopback that refuses every connection: a port bound, then closed.
+fn refused_endpoint() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    format!("http://127.0.0.1:{port}")
+}
+
+/// `records ls` on a store that refuses every connection gives up in seconds, however many tries
+/// a call is given (`AWS_MAX_ATTEMPTS=20` would take minutes): one line naming the endpoint and
+/// one of advice, with the SDK's whole error only under `CHOUDOUFU_VERBOSE=1`.
+#[test]
+fn a_refused_store_fails_records_ls_in_seconds_naming_its_endpoint() {
+    let endpoint = refused_endpoint();
+    let root = live_root(
+        "refused",
+        &format!(
+            "  record_store \"s3\" {{\n    bucket = \"refused-bucket\"\n    region = \"us-east-1\"\n    endpoint = \"{endpoint}\"\n  }}\n"
+        ),
+    );
+    let ls = |verbose: bool| {
+        let mut c = Command::new(common::tf::bin());
+        c.arg("--root")
+            .arg(root.path())
+            .args(["records", "ls"])
+            .env("AWS_MAX_ATTEMPTS", "20")
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("NO_COLOR", "1")
+            .env_remove("CHOUDOUFU_VERBOSE");
+        if verbose {
+            c.env("CHOUDOUFU_VERBOSE", "1");
+        }
+        let started = std::time::Instant::now();
+        let out = c.output().unwrap();
+        (out, started.elapsed())
+    };
+    let (out, took) = ls(false);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        took < Duration::from_secs(25),
+        "took {took:?} to fail:\n{err}"
+    );
+    let error: Vec<&str> = err
+        .lines()
+        .skip_while(|l| !l.starts_with("Error:"))
+        .collect();
+    assert_eq!(error.len(), 2, "one line of cause, one of advice:\n{err}");
+    assert!(
+        error[0].contains(&endpoint) && error[0].contains("could not be reached"),
+        "{err}"
+    );
+    assert!(error[1].contains("once it answers"), "{err}");
+    for dump in ["DispatchFailure", "ConnectorError {"] {
+        assert!(!err.contains(dump), "no SDK debug dump:\n{err}");
+    }
+    let (out, _) = ls(true);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("ConnectorError"),
+        "the whole chain under CHOUDOUFU_VERBOSE=1:\n{err}"
+    );
+}

@@ -6,6 +6,7 @@ mod run_claims;
 mod run_deletes;
 mod run_markers;
 mod run_outage;
+mod run_store_refused;
 mod run_terraform;
 mod saved_plans;
 mod shim;

@@ -15,7 +15,7 @@ use crate::store::http::{self, ClientError};
 use crate::store::record_store::{
     KeyRange, Listed, Page, Precondition, RecordStore, Version, WriteOutcome,
 };
-use crate::store::retry::RetryPolicy;
+use crate::store::retry::{self, RetryPolicy};
 
 /// Keys per listing page.
 pub(super) const PAGE_SIZE: usize = 1000;
@@ -46,7 +46,7 @@ impl AzureStore {
     /// standard Azure chain (`AZURE_STORAGE_*` variables, service principal, workload or
     /// managed identity, Azure CLI). Bad settings make a store whose calls fail with the reason.
     pub fn connect(settings: &AzureSettings) -> Self {
-        let policy = RetryPolicy::default();
+        let policy = RetryPolicy::configured();
         let (account, service, blobs) = match build(settings, &policy) {
             Ok((account, service, azure)) => (account, service, Blobs::Ready(azure)),
             Err(e) => (
@@ -257,7 +257,11 @@ pub(super) fn build(
         .unwrap_or_default();
     let mut builder = MicrosoftAzureBuilder::from_env()
         .with_container_name(&settings.container_name)
-        .with_retry(object_store_retry(policy));
+        .with_retry(object_store_retry(policy))
+        .with_config(
+            AzureConfigKey::Client(object_store::ClientConfigKey::ConnectTimeout),
+            humantime::format_duration(retry::connect_timeout()).to_string(),
+        );
     let account = settings
         .storage_account_name
         .clone()

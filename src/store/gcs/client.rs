@@ -83,7 +83,7 @@ impl GcsStore {
         };
         GcsStore {
             http: http::client().map_err(Arc::new),
-            policy: RetryPolicy::default(),
+            policy: RetryPolicy::configured(),
             credentials,
             endpoint: settings
                 .endpoint

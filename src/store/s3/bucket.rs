@@ -60,9 +60,10 @@ where
     BucketError {
         bucket: bucket.to_string(),
         op,
-        message: match super::client::sdk_reason(err) {
-            Some(Reason::Unreachable) => crate::store::error::chain_text(err),
-            _ => format!("{}", DisplayErrorContext(err)),
+        message: if crate::store::error::verbose() {
+            format!("{}", DisplayErrorContext(err))
+        } else {
+            super::client::sdk_message(err)
         },
         reason: super::client::sdk_reason(err).unwrap_or(Reason::Answered),
     }

@@ -5,11 +5,12 @@ use std::time::Duration;
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::{Region, RequestChecksumCalculation, ResponseChecksumValidation};
-use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 
 use super::settings::S3Settings;
+use super::unreached::UnreachedBudget;
 use crate::cut::{Mechanism, cut};
 use crate::store::error::{Reason, StoreError};
 use crate::store::key;
@@ -47,7 +48,39 @@ pub fn policy() -> RetryPolicy {
         .and_then(|v| v.trim().parse::<u32>().ok())
         .filter(|n| *n >= 1)
         .unwrap_or(MAX_ATTEMPTS);
-    RetryPolicy::default().with_tries(tries)
+    RetryPolicy::configured().with_tries(tries)
+}
+
+/// Whether S3 answered that the key is not there (404), as against the bucket not being there (404 `NoSuchBucket`).
+pub(super) fn absent<E: ProvideErrorMetadata>(err: &SdkError<E>) -> bool {
+    status(err) == Some(404) && !no_such_bucket(err)
+}
+
+/// Whether S3 answered that the bucket does not exist.
+pub(super) fn no_such_bucket<E: ProvideErrorMetadata>(err: &SdkError<E>) -> bool {
+    matches!(err, SdkError::ServiceError(e) if e.err().code() == Some("NoSuchBucket"))
+}
+
+/// One line of what an SDK call's failure was: the service's code and message, or the root cause of no answer.
+pub(crate) fn sdk_message<E>(err: &SdkError<E>) -> String
+where
+    E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
+{
+    match err {
+        SdkError::ServiceError(e) => {
+            let status = e.raw().status().as_u16();
+            match (e.err().code(), e.err().message()) {
+                (Some(code), Some(message)) => format!("{code}: {message} (HTTP {status})"),
+                (Some(code), None) => format!("{code} (HTTP {status})"),
+                (None, _) => format!("HTTP {status}"),
+            }
+        }
+        SdkError::TimeoutError(_) => "timed out".to_string(),
+        SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            crate::store::error::root_cause(err)
+        }
+        _ => crate::store::error::chain_text(err),
+    }
 }
 
 /// What an S3 answer says about trying again, beyond the SDK's own retry: a 409
@@ -90,8 +123,11 @@ impl S3Store {
                     .token_bucket(aws_sdk_s3::config::retry::TokenBucket::unlimited())
                     .build(),
             )
+            // A store it cannot connect to is given up on its shorter budget, not tried for minutes.
+            .interceptor(UnreachedBudget { policy })
             .timeout_config(
                 aws_sdk_s3::config::timeout::TimeoutConfig::builder()
+                    .connect_timeout(retry::connect_timeout())
                     .operation_attempt_timeout(attempt_timeout)
                     .operation_timeout(policy.deadline)
                     .build(),
@@ -132,24 +168,25 @@ impl S3Store {
         &self.bucket
     }
 
+    /// The endpoint requests go to: the custom one, else the region's AWS endpoint.
+    pub fn endpoint(&self) -> String {
+        match (&self.endpoint, self.client.config().region()) {
+            (Some(url), _) => url.clone(),
+            (None, Some(region)) => format!("https://s3.{region}.amazonaws.com"),
+            (None, None) => "https://s3.amazonaws.com".to_string(),
+        }
+    }
+
     pub(super) fn fail<E>(&self, op: &'static str, key: &str, err: SdkError<E>) -> StoreError
     where
         E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
     {
         let reason = sdk_reason(&err);
-        let message = match reason {
-            // Not reached: the chain of causes says why; the SDK's debug dump adds nothing.
-            Some(Reason::Unreachable) => crate::store::error::chain_text(&err),
-            _ => format!("{}", DisplayErrorContext(&err)),
-        };
-        let endpoint = match (&self.endpoint, self.client.config().region()) {
-            (Some(url), _) => url.clone(),
-            (None, Some(region)) => format!("https://s3.{region}.amazonaws.com"),
-            (None, None) => "https://s3.amazonaws.com".to_string(),
-        };
+        // One line; the SDK's whole context (a debug dump) only with CHOUDOUFU_VERBOSE.
+        let message = sdk_message(&err);
         let e = StoreError::new(self.describe(), op, key, err)
             .with_message(message)
-            .at(endpoint);
+            .at(self.endpoint());
         match reason {
             Some(r) => e.because(r),
             None => e,
@@ -169,7 +206,7 @@ impl S3Store {
                 token: t,
                 version_id: out.version_id,
             })),
-            Err(e) if status(&e) == Some(404) => Ok(None),
+            Err(e) if absent(&e) => Ok(None),
             Err(e) => Err(self.fail("head", key, e)),
         }
     }
@@ -223,10 +260,10 @@ impl S3Store {
                 };
                 Ok(WriteOutcome::Written(version))
             }
-            Err(e) => match status(&e) {
-                Some(412) | Some(404) => Ok(WriteOutcome::Conflict(precondition.conflict(None))),
-                _ => Err(self.fail(op, key, e)),
-            },
+            Err(e) if status(&e) == Some(412) || absent(&e) => {
+                Ok(WriteOutcome::Conflict(precondition.conflict(None)))
+            }
+            Err(e) => Err(self.fail(op, key, e)),
         }
     }
 }
@@ -295,11 +332,14 @@ impl S3Store {
     }
 }
 
-/// Why an SDK call failed, when its kind says more than its cause chain: no answer, or the credentials refused.
+/// Why an SDK call failed, when its kind says more than its cause chain: no answer, the credentials refused, or no such bucket.
 pub(crate) fn sdk_reason<E: ProvideErrorMetadata>(err: &SdkError<E>) -> Option<Reason> {
     match err {
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             Some(Reason::Unreachable)
+        }
+        SdkError::ServiceError(e) if e.err().code() == Some("NoSuchBucket") => {
+            Some(Reason::Missing)
         }
         SdkError::ServiceError(e)
             if matches!(e.raw().status().as_u16(), 401 | 403)

@@ -4,12 +4,14 @@
 //! `bucket setup`.
 //!
 //! `client.rs` holds the store type and the requests its calls are made of, `store.rs` its
-//! record-store calls and the settings that build it and its guard.
+//! record-store calls and the settings that build it and its guard, `unreached.rs` the SDK
+//! interceptor that gives up early on a store no try could connect to.
 
 pub mod bucket;
 mod client;
 pub mod settings;
 mod store;
+mod unreached;
 mod versions;
 
 pub use client::{

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use async_trait::async_trait;
 
-use super::client::{S3Store, conflict_verdict, status};
+use super::client::{S3Store, absent, conflict_verdict, status};
 use super::settings::S3Settings;
 use super::{bucket, versions};
 use crate::cut::{Mechanism, cut};
@@ -49,7 +49,7 @@ impl RecordStore for S3Store {
             .await
         {
             Ok(out) => out,
-            Err(e) if status(&e) == Some(404) => return Ok(None),
+            Err(e) if absent(&e) => return Ok(None),
             Err(e) => return Err(self.fail("get", key, e)),
         };
         self.stored("get", key, out).await.map(Some)
@@ -102,15 +102,13 @@ impl RecordStore for S3Store {
         };
         match self.policy.run(send, conflict_verdict).await {
             Ok(_) => Ok(WriteOutcome::Written(())),
-            Err(e) => match status(&e) {
-                Some(412) | Some(404) => {
-                    let found = self.head_version(key).await?;
-                    Ok(WriteOutcome::Conflict(
-                        Precondition::Matches(expected.clone()).conflict(found),
-                    ))
-                }
-                _ => Err(self.fail("delete", key, e)),
-            },
+            Err(e) if status(&e) == Some(412) || absent(&e) => {
+                let found = self.head_version(key).await?;
+                Ok(WriteOutcome::Conflict(
+                    Precondition::Matches(expected.clone()).conflict(found),
+                ))
+            }
+            Err(e) => Err(self.fail("delete", key, e)),
         }
     }
 

@@ -5,7 +5,7 @@
 
 use time::OffsetDateTime;
 
-use super::client::{S3Store, status};
+use super::client::{S3Store, no_such_bucket, status};
 use crate::store::error::StoreError;
 use crate::store::record_store::{RecordStore, Stored};
 use crate::store::versions::{
@@ -119,7 +119,9 @@ pub(super) async fn get(
     {
         Ok(out) => out,
         // 404: no such version; 405: the version is a delete marker; 400: not a version id here.
-        Err(e) if matches!(status(&e), Some(404 | 405 | 400)) => return Ok(None),
+        Err(e) if !no_such_bucket(&e) && matches!(status(&e), Some(404 | 405 | 400)) => {
+            return Ok(None);
+        }
         Err(e) => return Err(store.fail("get_version", key, e)),
     };
     store.stored("get_version", key, out).await.map(Some)
