@@ -7,6 +7,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::error::StoreError;
+use super::record_store::{NoStoreTime, StoreTime};
 use super::retry::{self, RetryPolicy, Verdict};
 use super::unexpected::UnexpectedStatus;
 
@@ -67,4 +68,23 @@ pub async fn unexpected(
     response: reqwest::Response,
 ) -> StoreError {
     StoreError::new(store, op, key, UnexpectedStatus::of(response).await)
+}
+
+/// The store's time from an answer to `op` on `key` that should tell it (a found or missing
+/// object): its `Date`; any other answer is the store error it is.
+pub async fn time_of(
+    store: String,
+    op: &'static str,
+    key: &str,
+    response: reqwest::Response,
+) -> Result<StoreTime, StoreError> {
+    if !matches!(response.status().as_u16(), 200..=299 | 404) {
+        return Err(unexpected(store, op, key, response).await);
+    }
+    response
+        .headers()
+        .get(reqwest::header::DATE)
+        .and_then(|d| d.to_str().ok())
+        .and_then(StoreTime::from_http_date)
+        .ok_or_else(|| StoreError::new(store, op, key, NoStoreTime))
 }

@@ -19,8 +19,8 @@ use thiserror::Error;
 
 use super::error::StoreError;
 use super::record_store::{
-    Conflict, DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, Stored,
-    Version, WriteOutcome,
+    Conflict, DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreTime,
+    Stored, Version, WriteOutcome,
 };
 use super::versions::{History, ObjectVersion, VersionKind, VersionListing};
 use crate::cut::{Mechanism, cut};
@@ -390,6 +390,29 @@ fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), LocalError> {
     })
 }
 
+/// The folder's clock: the modification time of a probe file made in `root` (a hidden name,
+/// which listings skip) and removed at once; on a network file system that is the server's time.
+fn probe_time(root: &Path) -> Result<StoreTime, LocalError> {
+    private_dirs(root).map_err(io("create folder", root))?;
+    let probe = root.join(format!(".clock.{}", uuid::Uuid::new_v4().simple()));
+    let file = private_file()
+        .open(&probe)
+        .map_err(io("create clock probe", &probe))?;
+    let modified = file
+        .metadata()
+        .and_then(|m| m.modified())
+        .map_err(io("read clock probe", &probe));
+    drop(file);
+    let removed = fs::remove_file(&probe).map_err(io("remove clock probe", &probe));
+    let at = modified?;
+    removed?;
+    Ok(StoreTime {
+        at,
+        // Some file systems keep whole seconds (and FAT two).
+        resolution: std::time::Duration::from_secs(2),
+    })
+}
+
 /// The write a conditional local call makes once its precondition holds.
 enum Change<'a> {
     Put(&'a [u8]),
@@ -515,6 +538,11 @@ impl RecordStore for LocalStore {
 
     fn kind(&self) -> StoreKind {
         StoreKind::Local
+    }
+
+    async fn store_time(&self, key: &str) -> Result<StoreTime, StoreError> {
+        let root = self.root.clone();
+        self.blocking("time", key, move || probe_time(&root)).await
     }
 
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {

@@ -37,8 +37,8 @@ pub use guard::{GuardError, SafetyUnchecked, UnsafeRecordStore, WriteGuard};
 pub use listing::{list_all, list_range};
 pub use open::{Opened, StoreConfig};
 pub use record_store::{
-    Conflict, DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, Stored,
-    Version, WriteOutcome, within,
+    Conflict, DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreTime,
+    Stored, Version, WriteOutcome, within,
 };
 pub use settings::store_settings::{guard_for, open};
 pub use settings::{SettingError, SettingsSource, StoreKind, StoreSettings};

@@ -3,9 +3,11 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
 
 use super::error::StoreError;
 use super::settings::kind::StoreKind;
@@ -167,6 +169,30 @@ pub enum RangeStart {
     Filtered,
 }
 
+/// The store's own clock, as one of its answers told it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreTime {
+    /// The time the store gave: an answer's `Date`, or a file's modification time.
+    pub at: SystemTime,
+    /// How coarse `at` is: the store's time lay in `[at, at + resolution)` (a `Date` is to the second).
+    pub resolution: Duration,
+}
+
+impl StoreTime {
+    /// A time from an HTTP `Date` header (to the second); `None` when the value is not one.
+    pub fn from_http_date(value: &str) -> Option<StoreTime> {
+        Some(StoreTime {
+            at: httpdate::parse_http_date(value).ok()?,
+            resolution: Duration::from_secs(1),
+        })
+    }
+}
+
+/// A store's answer that should have told its time did not.
+#[derive(Debug, Error)]
+#[error("the store's answer carried no usable Date header")]
+pub struct NoStoreTime;
+
 /// A conditional write that the store refused because the record was not as expected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Conflict {
@@ -224,6 +250,10 @@ pub trait RecordStore: Send + Sync + fmt::Debug {
     /// The bytes of one stored version of `key` (its `version_id` from [`RecordStore::list_versions`]);
     /// `None` when that version is gone or is a delete.
     async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError>;
+    /// The store's clock, from one small request about `key` (whether or not it exists):
+    /// the `Date` of its answer, or on a local folder a probe file's modification time.
+    async fn store_time(&self, key: &str) -> Result<StoreTime, StoreError>;
+
     // Range listing: many listings of one prefix at once, each over its own key range.
 
     /// How this kind's listing honours a range's start; the default only filters.

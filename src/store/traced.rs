@@ -11,7 +11,8 @@ use tracing::field::{Empty, display};
 use super::error::StoreError;
 use super::key;
 use super::record_store::{
-    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, Stored, Version, WriteOutcome,
+    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreTime, Stored, Version,
+    WriteOutcome,
 };
 use super::settings::kind::StoreKind;
 use super::versions::VersionListing;
@@ -305,6 +306,16 @@ impl RecordStore for Traced {
         telemetry::metrics().store_call(self.kind().as_str(), "get_version", outcome, ms);
         result
     }
+
+    async fn store_time(&self, key: &str) -> Result<StoreTime, StoreError> {
+        let span = call_span(self.kind(), "time", key);
+        let started = Instant::now();
+        let result = self.inner.store_time(key).instrument(span.clone()).await;
+        let outcome = if result.is_ok() { "read" } else { "error" };
+        let ms = finish(&span, outcome, started);
+        telemetry::metrics().store_call(self.kind().as_str(), "time", outcome, ms);
+        result
+    }
 }
 
 /// End a listing's span with its outcome and record count, and count it as a `list` call.
@@ -375,6 +386,12 @@ mod tests {
         }
         async fn get_version(&self, _k: &str, _v: &str) -> Result<Option<Stored>, StoreError> {
             Ok(None)
+        }
+        async fn store_time(&self, _k: &str) -> Result<StoreTime, StoreError> {
+            Ok(StoreTime {
+                at: std::time::SystemTime::now(),
+                resolution: std::time::Duration::ZERO,
+            })
         }
     }
 

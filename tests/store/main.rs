@@ -2,6 +2,7 @@
 
 mod config;
 mod faults;
+mod listing_after;
 mod races;
 mod settings_sources;
 mod store_behaviour;

@@ -10,6 +10,7 @@ use reqwest::header::CONTENT_LENGTH;
 use super::client::AzureStore;
 use crate::store::error::StoreError;
 use crate::store::http;
+use crate::store::record_store::{RecordStore, StoreTime};
 
 /// The Blob service REST version these requests speak (blob versions need 2019-12-12 or later).
 pub(super) const REST_VERSION: &str = "2023-11-03";
@@ -31,6 +32,15 @@ impl AzureStore {
             .push(&self.container);
         url.query_pairs_mut().extend_pairs(query);
         Ok(url)
+    }
+
+    /// The `Date` of a Get Blob Properties (`HEAD`) of `key`: a missing blob's 404 tells the time as well.
+    pub(super) async fn clock(&self, key: &str) -> Result<StoreTime, StoreError> {
+        let url = self.blob_url(key).map_err(|e| self.fail("time", key, e))?;
+        let response = self
+            .rest("time", key, Method::HEAD, url, &[], Vec::new())
+            .await?;
+        http::time_of(self.describe(), "time", key, response).await
     }
 
     /// Send one authorised request under the retry policy (a busy service, a failed or lost

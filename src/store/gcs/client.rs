@@ -11,7 +11,7 @@ use super::settings::GcsSettings;
 use crate::store::error::{Cause, StoreError};
 use crate::store::http::{self, ClientError};
 use crate::store::record_store::{
-    KeyRange, Listed, Page, Precondition, RecordStore, Version, WriteOutcome,
+    KeyRange, Listed, Page, Precondition, RecordStore, StoreTime, Version, WriteOutcome,
 };
 use crate::store::retry::RetryPolicy;
 
@@ -162,6 +162,17 @@ impl GcsStore {
         response: reqwest::Response,
     ) -> StoreError {
         http::unexpected(self.describe(), op, key, response).await
+    }
+
+    /// The `Date` of an object metadata GET of `key`: a missing object's 404 tells the time as well.
+    pub(super) async fn clock(&self, key: &str) -> Result<StoreTime, StoreError> {
+        let url = self.object_url(key);
+        let response = self
+            .send("time", key, |http| {
+                http.get(&url).query(&[("fields", "generation")])
+            })
+            .await?;
+        http::time_of(self.describe(), "time", key, response).await
     }
 
     pub(super) async fn metadata(&self, key: &str) -> Result<Option<Object>, StoreError> {

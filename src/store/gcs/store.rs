@@ -9,8 +9,8 @@ use crate::store::error::StoreError;
 use crate::store::guard::WriteGuard;
 use crate::store::open::StoreConfig;
 use crate::store::record_store::{
-    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, Stored, Version, WriteOutcome,
-    within,
+    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreTime, Stored, Version,
+    WriteOutcome, within,
 };
 use crate::store::settings::kind::StoreKind;
 use crate::store::versions::VersionListing;
@@ -120,6 +120,10 @@ impl RecordStore for GcsStore {
 
     async fn list_versions(&self, prefix: &str) -> Result<VersionListing, StoreError> {
         versions::list(self, prefix).await
+    }
+
+    async fn store_time(&self, key: &str) -> Result<StoreTime, StoreError> {
+        self.clock(key).await
     }
 
     async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError> {

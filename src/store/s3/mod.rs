@@ -4,11 +4,12 @@
 //! `bucket setup`.
 //!
 //! `client.rs` holds the store type and the requests its calls are made of, `store.rs` its
-//! record-store calls and the settings that build it and its guard, `unreached.rs` the SDK
-//! interceptor that gives up early on a store no try could connect to.
+//! record-store calls and the settings that build it and its guard, `clock.rs` the store's time
+//! (a `Date` read by an interceptor), `unreached.rs` the SDK interceptor that gives up early on a store no try could connect to.
 
 pub mod bucket;
 mod client;
+mod clock;
 pub mod settings;
 mod store;
 mod unreached;
