@@ -361,7 +361,8 @@ pub fn plan_ranges<'a>(
     if known.len() + known.len() / 8 + 16 <= RANGE_KEYS {
         return vec![RangePlan {
             prefix: layout.prefix(),
-            range: KeyRange::default(),
+            // Everything but the write log, which sorts last.
+            range: KeyRange::new(None, Some(layout.log_prefix())),
             limit: RANGE_KEYS,
         }];
     }
@@ -636,8 +637,12 @@ mod tests {
         assert_eq!(few.len(), 1, "what fits in one page is one listing");
         assert_eq!(
             (few[0].prefix.as_str(), &few[0].range),
-            (l.prefix().as_str(), &KeyRange::default())
+            (
+                l.prefix().as_str(),
+                &KeyRange::new(None, Some(l.log_prefix()))
+            )
         );
+        assert!(!few[0].range.contains(&format!("{}0-x", l.log_prefix())));
     }
 
     #[test]

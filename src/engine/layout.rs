@@ -68,6 +68,8 @@ pub enum KeyKind {
     Run,
     /// A default provider's record (`d/<address>`).
     Provider,
+    /// A write log entry (`wlog/<entry>`): what a writer is about to write.
+    Log,
     /// Something this layout does not write.
     Unknown,
 }
@@ -141,6 +143,12 @@ impl Layout {
         format!("{}runs/{}", self.prefix(), key_segment(run_id))
     }
 
+    /// The folder of the estate's write log: `wlog/` sorts after every state segment, the
+    /// marks and the run records, so no listing of those meets an entry.
+    pub fn log_prefix(&self) -> String {
+        format!("{}wlog/", self.prefix())
+    }
+
     /// The record of a default provider configuration.
     pub fn provider_key(&self, address: &str) -> String {
         format!("{}d/{}", self.prefix(), key_segment(address))
@@ -163,6 +171,8 @@ impl Layout {
             KeyKind::Run
         } else if rest.strip_prefix("d/").is_some_and(valid_segment) {
             KeyKind::Provider
+        } else if rest.strip_prefix("wlog/").is_some_and(valid_segment) {
+            KeyKind::Log
         } else {
             KeyKind::Unknown
         })
@@ -221,7 +231,9 @@ mod tests {
         ] {
             assert!(inside(&key), "{key}");
         }
-        for key in [l.pending_key("a.b"), l.run_key("r1")] {
+        let entry = format!("{}0000-x", l.log_prefix());
+        assert_eq!(l.classify(&entry), Some(KeyKind::Log));
+        for key in [l.pending_key("a.b"), l.run_key("r1"), entry] {
             assert!(!inside(&key), "{key}");
         }
     }

@@ -17,3 +17,4 @@ pub mod record;
 pub mod record_writes;
 pub mod session;
 pub mod state;
+pub mod write_log;
