@@ -81,6 +81,8 @@ pub enum Mechanism {
     ImageVersion,
     /// Counting a record of the run's own last read as in the image when the image holds it at that version.
     ImagePrior,
+    /// A writer refusing to write when its clock is too far from the store's (the write log's skew check).
+    ClockSkew,
     /// `run` writing, after terraform exits, the state whose write failed for a store error.
     Flush,
     /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
@@ -139,6 +141,7 @@ impl Mechanism {
         Mechanism::EncryptedState,
         Mechanism::ImageVersion,
         Mechanism::ImagePrior,
+        Mechanism::ClockSkew,
         Mechanism::LineageCheck,
         Mechanism::MigrateOut,
         Mechanism::OutputReconcile,
@@ -200,6 +203,7 @@ impl Mechanism {
             Mechanism::RequestValidation => "request-validation",
             Mechanism::ImageVersion => "image-version",
             Mechanism::ImagePrior => "image-prior",
+            Mechanism::ClockSkew => "clock-skew",
             Mechanism::Flush => "flush",
             Mechanism::FlushBase => "flush-base",
             Mechanism::RecoveryFile => "recovery-file",

@@ -6,3 +6,4 @@ mod read_cache;
 mod read_image;
 mod session;
 mod state_fixtures;
+mod write_log;

@@ -14,6 +14,7 @@ use crate::cut::{Mechanism, cut};
 use crate::engine::claims::Claims;
 use crate::engine::layout::Layout;
 use crate::engine::read_cache::ReadCache;
+use crate::engine::write_log::{Clock, SystemClock, Timing};
 use crate::store::{DynStore, GuardError, WriteGuard};
 
 /// How many store calls a session makes at once by default.
@@ -32,6 +33,12 @@ pub struct Session {
     /// The last check that could not be made (kept only for the `guard-retry` cut, which answers it again).
     guard_failed: std::sync::Mutex<Option<GuardError>>,
     pub(super) cache: Option<ReadCache>,
+    /// The clock the write log's times are read from.
+    pub(super) clock: Arc<dyn Clock>,
+    /// The write log's figures.
+    pub(super) timing: Timing,
+    /// Set once this clock was found close enough to the store's.
+    pub(super) clock_checked: OnceCell<()>,
 }
 
 impl Session {
@@ -47,6 +54,9 @@ impl Session {
             guard_passed: OnceCell::new(),
             guard_failed: std::sync::Mutex::new(None),
             cache: None,
+            clock: Arc::new(SystemClock),
+            timing: Timing::default(),
+            clock_checked: OnceCell::new(),
         }
     }
 
@@ -66,6 +76,18 @@ impl Session {
     /// The same session, checking `guard` once before its first write.
     pub fn with_guard(mut self, guard: Option<Arc<dyn WriteGuard>>) -> Self {
         self.guard = guard;
+        self
+    }
+
+    /// The same session reading the time from `clock` (tests set a skewed one).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The same session under the write log's figures `timing` (tests shorten them).
+    pub fn with_timing(mut self, timing: Timing) -> Self {
+        self.timing = timing;
         self
     }
 

@@ -699,6 +699,10 @@ impl Session {
             tracing::warn!(key = %key, error = %e, "not writing the estate image");
             return None;
         }
+        if let Err(e) = self.check_clock().await {
+            tracing::warn!(key = %key, error = %e, "not writing the estate image");
+            return None;
+        }
         let precondition = match listed {
             Some(v) => Precondition::Matches(v),
             None => Precondition::Absent,
