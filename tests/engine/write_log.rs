@@ -1,5 +1,7 @@
 //! The write log's rules as the session keeps them, on every store kind: a session whose clock
-//! is further from the store's than the skew limit is refused by name, and writes no image.
+//! is further from the store's than the skew limit is refused by name, and writes no image nor
+//! entry; entries list newest first with no start key and name their records; an entry past
+//! the stall limit is replaced by a new one before the record write goes out.
 
 use testkit as common;
 
@@ -8,9 +10,9 @@ use std::time::Duration;
 
 use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::program::ProgramStamp;
-use choudoufu_live::engine::session::{ClockCheckError, RunInfo, Session};
-use choudoufu_live::engine::write_log::{Offset, OffsetClock};
-use choudoufu_live::store::DynStore;
+use choudoufu_live::engine::session::{ClockCheckError, LogWriteError, RunInfo, Session};
+use choudoufu_live::engine::write_log::{LogEntry, LogOp, Offset, OffsetClock, Timing};
+use choudoufu_live::store::{DynStore, KeyRange, list_all};
 use common::{Fixture, Kind};
 use serde_json::{Value, json};
 
@@ -100,7 +102,104 @@ async fn a_skewed_reader_writes_no_image(kind: Kind) {
     );
 }
 
+/// Entries land under `wlog/`, list newest first from the folder's start, and name their records.
+async fn entries_list_newest_first_and_name_their_records(kind: Kind) {
+    let f = Fixture::new(kind, "entries").await;
+    let l = layout("entries");
+    let s = Session::new(f.store.clone(), l.clone(), run());
+    let keys = [
+        l.resource_key("terraform_data.a"),
+        l.output_key("out"),
+        l.resource_key("terraform_data.b[\"x/y\"]"),
+    ];
+    let ops = [LogOp::Create, LogOp::Update, LogOp::Delete];
+    let mut made = Vec::new();
+    for (key, op) in keys.iter().zip(ops) {
+        made.push(s.log_write(op, key).await.unwrap());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let page = f
+        .store
+        .list_range_page(&l.log_prefix(), &KeyRange::default(), 1000, None)
+        .await
+        .unwrap();
+    let listed: Vec<LogEntry> = page
+        .items
+        .iter()
+        .map(|i| LogEntry::parse(&l, &i.key).unwrap())
+        .collect();
+    made.reverse();
+    assert_eq!(
+        listed, made,
+        "{kind:?}: newest first, exactly the entries made"
+    );
+    let named: Vec<String> = listed.iter().map(|e| e.record_key(&l)).collect();
+    assert_eq!(named, [keys[2].clone(), keys[1].clone(), keys[0].clone()]);
+    let body: Value = serde_json::from_slice(
+        &f.store
+            .get(&page.items[0].key)
+            .await
+            .unwrap()
+            .unwrap()
+            .bytes,
+    )
+    .unwrap();
+    assert_eq!(
+        (body["key"].as_str(), body["op"].as_str()),
+        (Some(keys[2].as_str()), Some("delete"))
+    );
+    let skew = skewed(&f.store, &l, Offset::Ahead(Duration::from_secs(300)));
+    assert!(matches!(
+        skew.log_write(LogOp::Update, &keys[0]).await,
+        Err(LogWriteError::Clock(ClockCheckError::Skew(_)))
+    ));
+    assert_eq!(
+        list_all(f.store.as_ref(), &l.log_prefix())
+            .await
+            .unwrap()
+            .len(),
+        3,
+        "a refused writer makes no entry"
+    );
+}
+
+/// A record write about to go out after its entry is past the stall limit logs again first: the
+/// new entry is newer and both are in the log; an entry within the limit is kept.
+async fn a_stalled_write_logs_again(kind: Kind) {
+    let f = Fixture::new(kind, "stall").await;
+    let l = layout("stall");
+    let timing = Timing {
+        stall: Duration::from_millis(1500),
+        ..Timing::default()
+    };
+    let s = Session::new(f.store.clone(), l.clone(), run()).with_timing(timing);
+    let key = l.resource_key("terraform_data.a");
+    let first = s.log_write(LogOp::Update, &key).await.unwrap();
+    let kept = s.fresh_entry(first.clone(), &key).await.unwrap();
+    assert_eq!(kept, first, "within the stall limit the entry stands");
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    let again = s.fresh_entry(first.clone(), &key).await.unwrap();
+    assert_ne!(again, first);
+    assert!(again.at() > first.at() && again.key(&l) < first.key(&l));
+    assert_eq!(
+        (again.op, again.record_key(&l)),
+        (LogOp::Update, key.clone())
+    );
+    let listed: Vec<String> = list_all(f.store.as_ref(), &l.log_prefix())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.key)
+        .collect();
+    assert_eq!(listed, [again.key(&l), first.key(&l)]);
+}
+
 testkit::per_kind!(
     local => Local, s3 => S3, azurerm => Azure, gcs => Gcs;
-    [a_skewed_clock_is_refused_by_name, a_skewed_reader_writes_no_image]
+    [
+        a_skewed_clock_is_refused_by_name,
+        a_skewed_reader_writes_no_image,
+        entries_list_newest_first_and_name_their_records,
+        a_stalled_write_logs_again,
+    ]
 );

@@ -39,6 +39,8 @@ pub struct Session {
     pub(super) timing: Timing,
     /// Set once this clock was found close enough to the store's.
     pub(super) clock_checked: OnceCell<()>,
+    /// The counter of this session's write log entries.
+    pub(super) log_seq: std::sync::atomic::AtomicU32,
 }
 
 impl Session {
@@ -57,6 +59,7 @@ impl Session {
             clock: Arc::new(SystemClock),
             timing: Timing::default(),
             clock_checked: OnceCell::new(),
+            log_seq: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
