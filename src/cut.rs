@@ -83,6 +83,8 @@ pub enum Mechanism {
     ImagePrior,
     /// A writer refusing to write when its clock is too far from the store's (the write log's skew check).
     ClockSkew,
+    /// A write whose log entry is past the stall limit logging again before the record write.
+    LogStall,
     /// `run` writing, after terraform exits, the state whose write failed for a store error.
     Flush,
     /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
@@ -142,6 +144,7 @@ impl Mechanism {
         Mechanism::ImageVersion,
         Mechanism::ImagePrior,
         Mechanism::ClockSkew,
+        Mechanism::LogStall,
         Mechanism::LineageCheck,
         Mechanism::MigrateOut,
         Mechanism::OutputReconcile,
@@ -204,6 +207,7 @@ impl Mechanism {
             Mechanism::ImageVersion => "image-version",
             Mechanism::ImagePrior => "image-prior",
             Mechanism::ClockSkew => "clock-skew",
+            Mechanism::LogStall => "log-stall",
             Mechanism::Flush => "flush",
             Mechanism::FlushBase => "flush-base",
             Mechanism::RecoveryFile => "recovery-file",

@@ -96,7 +96,7 @@ impl Session {
         entry: LogEntry,
         record_key: &str,
     ) -> Result<LogEntry, LogWriteError> {
-        if !self.timing.is_stalled(entry.at(), self.clock.now()) {
+        if !self.timing.is_stalled(entry.at(), self.clock.now()) || cut(Mechanism::LogStall) {
             return Ok(entry);
         }
         tracing::debug!(entry = %entry.name(), "the write log entry is past the stall limit: logging again");
