@@ -93,6 +93,10 @@ pub enum Mechanism {
     OwnContent,
     /// Making a store safety check that could not run again before the next write.
     GuardRetry,
+    /// Writing no ANSI colour off a terminal or under `NO_COLOR` / `-no-color`.
+    NoColour,
+    /// Ending a `records` command quietly when its reader closed the pipe.
+    QuietPipe,
 }
 
 impl Mechanism {
@@ -136,6 +140,8 @@ impl Mechanism {
         Mechanism::RecoveryEstate,
         Mechanism::OwnContent,
         Mechanism::GuardRetry,
+        Mechanism::NoColour,
+        Mechanism::QuietPipe,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -179,6 +185,8 @@ impl Mechanism {
             Mechanism::RecoveryEstate => "recovery-estate",
             Mechanism::OwnContent => "own-content",
             Mechanism::GuardRetry => "guard-retry",
+            Mechanism::NoColour => "no-colour",
+            Mechanism::QuietPipe => "quiet-pipe",
         }
     }
 

@@ -9,6 +9,7 @@ mod command;
 mod current;
 mod estate;
 mod history;
+mod out;
 mod recover;
 mod transfer;
 

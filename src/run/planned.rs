@@ -167,7 +167,7 @@ async fn plan_and_apply(
     let ephemeral = command::ephemeral_variables(&dir, &json);
     let needs_approval = json["applyable"].as_bool().unwrap_or(true);
     if !split.auto_approve && needs_approval {
-        match approve::ask(split.kind, !split.no_color, &ctx.signals).await {
+        match approve::ask(split.kind, split.no_color, &ctx.signals).await {
             Answer::Approved => {}
             Answer::Cancelled | Answer::Unanswered(_) => return Ok(Step::Exit(1)),
         }

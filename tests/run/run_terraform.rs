@@ -545,3 +545,51 @@ fn secrets_stay_out_of_logs() {
             >= 3
     );
 }
+
+/// Every line of `out` that is choudoufu-live's own (its log lines, its words, the approval) and carries an ESC byte.
+fn coloured_own_lines(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| {
+            l.contains(" INFO ")
+                || l.contains("INFO\u{1b}")
+                || l.contains("WARN")
+                || l.contains("choudoufu-live")
+                || l.contains("Do you want to perform these actions?")
+                || l.contains("Enter a value:")
+        })
+        .filter(|l| l.contains('\u{1b}'))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn run_output_through_a_pipe_has_no_colour() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let root = Root::new("demo", "colour", &Records::Local);
+    let _turn = turn();
+    root.ok(&["init", "-input=false"]);
+    // No NO_COLOR and no -no-color: only the pipe says "no terminal".
+    let mut child = root
+        .cli(&["run", "--", root.tf.as_str(), "apply", "-input=true"])
+        .env_remove("NO_COLOR")
+        .env("CHOUDOUFU_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"no\n").unwrap();
+    let out = wait(child, Duration::from_secs(120));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        stdout.contains("Do you want to perform these actions?"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("INFO"), "{stderr}");
+    let coloured = [coloured_own_lines(&stdout), coloured_own_lines(&stderr)].concat();
+    assert!(
+        coloured.is_empty(),
+        "choudoufu-live wrote ANSI colour into a pipe: {coloured:?}"
+    );
+}

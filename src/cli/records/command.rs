@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 
-use super::{current, history, recover, transfer};
+use super::{current, history, out, recover, transfer};
 use crate::cli::error::CliError;
 
 /// Look at the estate's records, their history, and move state in and out.
@@ -81,6 +81,14 @@ pub enum RecordsCommand {
 
 /// Run a `records` command.
 pub async fn run(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
+    match run_one(root, cmd).await {
+        Err(e) if out::closed(&e) => Ok(0),
+        done => done,
+    }
+}
+
+/// Run one `records` command, its output through [`out`].
+async fn run_one(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
     match cmd {
         RecordsCommand::Ls => current::ls(root).await,
         RecordsCommand::Show { address } => current::show(root, &address).await,
