@@ -97,6 +97,8 @@ pub enum Mechanism {
     NoColour,
     /// Ending a `records` command quietly when its reader closed the pipe.
     QuietPipe,
+    /// Counting `--wait` from the first refused claim (cut: from the run's start).
+    WaitFromRefusal,
 }
 
 impl Mechanism {
@@ -142,6 +144,7 @@ impl Mechanism {
         Mechanism::GuardRetry,
         Mechanism::NoColour,
         Mechanism::QuietPipe,
+        Mechanism::WaitFromRefusal,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -187,6 +190,7 @@ impl Mechanism {
             Mechanism::GuardRetry => "guard-retry",
             Mechanism::NoColour => "no-colour",
             Mechanism::QuietPipe => "quiet-pipe",
+            Mechanism::WaitFromRefusal => "wait-from-refusal",
         }
     }
 

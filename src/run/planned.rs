@@ -8,10 +8,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::approve::{self, Answer};
-use super::claiming::{self, Claimed};
+use super::claiming::{self, Claimed, WaitBudget};
 use super::command::{self, ApplySplit};
 use super::context::{Attempt, Ctx};
 use super::error::{EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError};
@@ -59,13 +58,13 @@ fn refuse_plan(e: PlanRefused) -> i32 {
     EXIT_PLAN_REFUSED
 }
 
-/// A checked plan to apply: its changes, its stamp, the keys checked, terraform's arguments, and how long `--wait` waits.
+/// A checked plan to apply: its changes, its stamp, the keys checked, terraform's arguments, and what is left of `--wait`.
 struct Apply<'a> {
     set: &'a ChangeSet,
     stamp: &'a PlanStamp,
     keys: &'a BTreeSet<String>,
     args: &'a [String],
-    deadline: Option<Instant>,
+    budget: &'a mut WaitBudget,
 }
 
 /// Claim the plan's changes for `attempt`, check that none of its keys moved since its stamp, apply it; then write what terraform could not save (see [`flush`]), with the claims still held.
@@ -75,7 +74,7 @@ async fn claim_and_apply(
     apply: Apply<'_>,
     reconcile: Reconcile,
 ) -> Result<Step, RunError> {
-    match claiming::claim(ctx, attempt, apply.set, apply.deadline).await? {
+    match claiming::claim(ctx, attempt, apply.set, apply.budget).await? {
         Claimed::Held(hold) => attempt.hold(hold),
         Claimed::Released => return Ok(Step::Again),
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
@@ -126,12 +125,12 @@ async fn finish(
 pub async fn planned_apply(ctx: &mut Ctx, split: &ApplySplit) -> Result<i32, RunError> {
     let dir = PlanDir::new()?;
     let plan = dir.file("run.tfplan");
-    let deadline = ctx.wait.map(|w| Instant::now() + w);
+    let mut budget = WaitBudget::new(ctx.wait);
     let mut replans = 0;
     loop {
         let _ = std::fs::remove_file(&plan);
         let mut attempt = Attempt::start(ctx).await?;
-        let step = plan_and_apply(ctx, &mut attempt, split, &plan, deadline).await;
+        let step = plan_and_apply(ctx, &mut attempt, split, &plan, &mut budget).await;
         let ended = attempt.end().await;
         match step? {
             Step::Exit(code) => return Ok(code),
@@ -155,7 +154,7 @@ async fn plan_and_apply(
     attempt: &mut Attempt,
     split: &ApplySplit,
     plan: &Path,
-    deadline: Option<Instant>,
+    budget: &mut WaitBudget,
 ) -> Result<Step, RunError> {
     // The plan is an inner step: terraform need not say how to apply the file.
     let env = [("TF_IN_AUTOMATION", "1")];
@@ -188,7 +187,7 @@ async fn plan_and_apply(
         stamp: &stamp,
         keys: &keys,
         args: &args,
-        deadline,
+        budget,
     };
     claim_and_apply(ctx, attempt, apply, reconcile).await
 }
@@ -202,7 +201,7 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
     let json = ctx.tf.show_json(file).await?;
     let set = ChangeSet::from_plan_json(&json)?;
     let keys = set.keys(&ctx.layout);
-    let deadline = ctx.wait.map(|w| Instant::now() + w);
+    let mut budget = WaitBudget::new(ctx.wait);
     let mut args = vec!["apply".to_string()];
     args.extend(ctx.cmd.args.iter().cloned());
     loop {
@@ -213,7 +212,7 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
             stamp: &stamp,
             keys: &keys,
             args: &args,
-            deadline,
+            budget: &mut budget,
         };
         let reconcile = Reconcile::for_saved_plan(split, &json);
         let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;
