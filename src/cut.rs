@@ -99,6 +99,8 @@ pub enum Mechanism {
     QuietPipe,
     /// Counting `--wait` from the first refused claim (cut: from the run's start).
     WaitFromRefusal,
+    /// Deleting a gone run's run record when its claims are taken over.
+    GoneRunRecord,
 }
 
 impl Mechanism {
@@ -145,6 +147,7 @@ impl Mechanism {
         Mechanism::NoColour,
         Mechanism::QuietPipe,
         Mechanism::WaitFromRefusal,
+        Mechanism::GoneRunRecord,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -191,6 +194,7 @@ impl Mechanism {
             Mechanism::NoColour => "no-colour",
             Mechanism::QuietPipe => "quiet-pipe",
             Mechanism::WaitFromRefusal => "wait-from-refusal",
+            Mechanism::GoneRunRecord => "gone-run-record",
         }
     }
 

@@ -263,9 +263,27 @@ async fn a_killed_runs_claim_is_taken_over(kind: Kind) {
     ])));
     wait_for_call(&file, "one", Duration::from_secs(60));
     let dead_run = holder_of(&root, "terraform_data.one").unwrap();
+    // Its first heartbeat writes its run record: what the run taking over must remove.
+    let beating = Instant::now();
+    while claims_left(&root).1 == 0 {
+        assert!(
+            beating.elapsed() < Duration::from_secs(30),
+            "the run never wrote its run record"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     kill_group(dead.id());
     wait(dead, Duration::from_secs(10));
     let killed_at = Instant::now();
+    // `records claims` shows the dead run's claim, still standing.
+    let listed = root.cli(&["records", "claims"]).output().unwrap();
+    let listed = text(&listed.stdout);
+    assert!(
+        listed.lines().any(|l| l.starts_with("terraform_data.one")
+            && l.contains(&dead_run)
+            && l.contains("live (gone once its heartbeat is 15s old)")),
+        "{listed}"
+    );
     // A plan claims nothing and never waits.
     let plan = root.run(&["plan", "-input=false", "-var", "one=next"]);
     assert!(plan.status.success(), "{}", text(&plan.stderr));
@@ -297,8 +315,12 @@ async fn a_killed_runs_claim_is_taken_over(kind: Kind) {
     assert_eq!(made.len(), 2, "{made:?}");
     assert_eq!(made[1].value, "next");
     assert_eq!(root.stored_input("one").as_deref(), Some("next"));
-    let (marks, _) = claims_left(&root);
+    let (marks, runs) = claims_left(&root);
     assert!(marks.is_empty(), "{marks:?}");
+    assert_eq!(
+        runs, 0,
+        "the dead run's runs/<id> record was removed by the run that took over"
+    );
 }
 
 /// A plain apply of b writes back a's refreshed record while another run replaces a: no conflict for either.

@@ -349,6 +349,15 @@ fn force_unlock_says_there_is_no_lock_and_runs_nothing() {
         "{said}"
     );
     assert!(!said.contains("successfully unlocked"), "{said}");
+    // What a SIGKILLed run leaves, for how long, and how to see it.
+    assert!(
+        said.contains("SIGKILL")
+            && said.contains(
+                "up to three heartbeats after its last one (15s with the default --heartbeat=5s)"
+            )
+            && said.contains("`choudoufu-live records claims` shows who holds what now"),
+        "{said}"
+    );
     assert!(
         !root.path().join(".terraform").exists(),
         "terraform was not run"
