@@ -101,6 +101,8 @@ pub enum Mechanism {
     WaitFromRefusal,
     /// Deleting a gone run's run record when its claims are taken over.
     GoneRunRecord,
+    /// A destroy's closing line in `terraform destroy`'s words.
+    DestroyWords,
 }
 
 impl Mechanism {
@@ -148,6 +150,7 @@ impl Mechanism {
         Mechanism::QuietPipe,
         Mechanism::WaitFromRefusal,
         Mechanism::GoneRunRecord,
+        Mechanism::DestroyWords,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -195,6 +198,7 @@ impl Mechanism {
             Mechanism::QuietPipe => "quiet-pipe",
             Mechanism::WaitFromRefusal => "wait-from-refusal",
             Mechanism::GoneRunRecord => "gone-run-record",
+            Mechanism::DestroyWords => "destroy-words",
         }
     }
 

@@ -17,7 +17,7 @@ use super::error::{EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError};
 use super::flush::{self, Flushed};
 use super::outputs::{self, Reconcile};
 use super::steps::{self, Applied, Plan};
-use super::terraform::{self, PlanDir};
+use super::terraform::{self, PlanDir, Stdout};
 use super::{say, summary};
 use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanRefused, PlanStamp};
 use crate::frontdoor::http::{Backend, RunSummary};
@@ -65,6 +65,8 @@ struct Apply<'a> {
     keys: &'a BTreeSet<String>,
     args: &'a [String],
     budget: &'a mut WaitBudget,
+    /// How terraform's output reaches the user (a destroy's closing line in `destroy`'s words).
+    stdout: Stdout,
 }
 
 /// Claim the plan's changes for `attempt`, check that none of its keys moved since its stamp, apply it; then write what terraform could not save (see [`flush`]), with the claims still held.
@@ -80,7 +82,16 @@ async fn claim_and_apply(
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
     }
     Ok(
-        match steps::apply_pinned(ctx, attempt, apply.stamp, apply.keys, apply.args).await? {
+        match steps::apply_pinned_with(
+            ctx,
+            attempt,
+            apply.stamp,
+            apply.keys,
+            apply.args,
+            apply.stdout,
+        )
+        .await?
+        {
             Applied::Ran(status) => Step::Ran(Box::new(Ran {
                 status,
                 flushed: flush::flush(ctx, attempt.session()).await?,
@@ -188,6 +199,7 @@ async fn plan_and_apply(
         keys: &keys,
         args: &args,
         budget,
+        stdout: summary::terraform_stdout(split.kind),
     };
     claim_and_apply(ctx, attempt, apply, reconcile).await
 }
@@ -213,6 +225,8 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
             keys: &keys,
             args: &args,
             budget: &mut budget,
+            // `apply FILE` keeps terraform's words, a destroy plan's among them.
+            stdout: Stdout::Inherit,
         };
         let reconcile = Reconcile::for_saved_plan(split, &json);
         let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;

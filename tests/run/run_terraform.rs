@@ -602,3 +602,45 @@ fn run_output_through_a_pipe_has_no_colour() {
         "choudoufu-live wrote ANSI colour into a pipe: {coloured:?}"
     );
 }
+
+/// `destroy` and `apply -destroy` end in `terraform destroy`'s words, `apply -refresh-only` in apply's, as stock terraform 1.11.4 prints them.
+#[test]
+fn destroy_and_refresh_only_keep_terraforms_words() {
+    let root = Root::new("demo", "words", &Records::Local);
+    let _turn = turn();
+    root.init_and_apply();
+    let refresh = root.ok(&["apply", "-refresh-only", "-auto-approve", "-input=false"]);
+    assert!(
+        text(&refresh.stdout)
+            .contains("Apply complete! Resources: 0 added, 0 changed, 0 destroyed."),
+        "{}",
+        text(&refresh.stdout)
+    );
+    for destroy in [
+        &["destroy", "-auto-approve", "-input=false"][..],
+        &["apply", "-destroy", "-auto-approve", "-input=false"],
+    ] {
+        let out = text(&root.ok(destroy).stdout);
+        assert!(
+            out.contains("\nDestroy complete! Resources: 2 destroyed.\n"),
+            "{destroy:?}: {out}"
+        );
+        assert!(!out.contains("Apply complete!"), "{destroy:?}: {out}");
+        root.ok(&["apply", "-auto-approve", "-input=false"]);
+    }
+    let json = text(
+        &root
+            .ok(&["destroy", "-auto-approve", "-input=false", "-json"])
+            .stdout,
+    );
+    let summary: serde_json::Value = json
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .rfind(|v| v["type"] == "change_summary")
+        .unwrap_or_else(|| panic!("no change_summary: {json}"));
+    assert_eq!(
+        summary["@message"],
+        "Destroy complete! Resources: 2 destroyed."
+    );
+    assert_eq!(summary["changes"]["operation"], "destroy");
+}
