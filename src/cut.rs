@@ -103,6 +103,8 @@ pub enum Mechanism {
     GoneRunRecord,
     /// A destroy's closing line in `terraform destroy`'s words.
     DestroyWords,
+    /// Comparing records in a canonical form: terraform's order of set-like lists is no change.
+    CanonicalCompare,
 }
 
 impl Mechanism {
@@ -151,6 +153,7 @@ impl Mechanism {
         Mechanism::WaitFromRefusal,
         Mechanism::GoneRunRecord,
         Mechanism::DestroyWords,
+        Mechanism::CanonicalCompare,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -199,6 +202,7 @@ impl Mechanism {
             Mechanism::WaitFromRefusal => "wait-from-refusal",
             Mechanism::GoneRunRecord => "gone-run-record",
             Mechanism::DestroyWords => "destroy-words",
+            Mechanism::CanonicalCompare => "canonical-compare",
         }
     }
 
