@@ -105,6 +105,8 @@ pub enum Mechanism {
     DestroyWords,
     /// Comparing records in a canonical form: terraform's order of set-like lists is no change.
     CanonicalCompare,
+    /// Telling how to write terraform's errored.tfstate after a refused state write.
+    ErroredAdvice,
 }
 
 impl Mechanism {
@@ -154,6 +156,7 @@ impl Mechanism {
         Mechanism::GoneRunRecord,
         Mechanism::DestroyWords,
         Mechanism::CanonicalCompare,
+        Mechanism::ErroredAdvice,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -203,6 +206,7 @@ impl Mechanism {
             Mechanism::GoneRunRecord => "gone-run-record",
             Mechanism::DestroyWords => "destroy-words",
             Mechanism::CanonicalCompare => "canonical-compare",
+            Mechanism::ErroredAdvice => "errored-advice",
         }
     }
 

@@ -429,6 +429,16 @@ pub fn errored_state(written: bool) {
     }
 }
 
+/// terraform's last state write was refused (not for the store's absence, not a conflict) and it wrote errored.tfstate: how to write it once the cause is fixed.
+pub fn unsaved_errored(why: &str, errored: &Path, root: &Path) {
+    line(format_args!(
+        "terraform could not save its last state through this run ({why}); it is in {}, which holds what terraform did. Once the cause is fixed, write it with\n    choudoufu-live --root {} records import {}\n  (conditional creates only: when an address already has a record it refuses, naming them, and writes nothing). Do not `terraform state push` it: that writes it against the records as they are then and could undo another run's changes.",
+        errored.display(),
+        root.display(),
+        errored.display()
+    ));
+}
+
 // The approval, as terraform words it.
 
 impl PlanKind {

@@ -446,9 +446,28 @@ async fn reordered_lists_are_not_a_change(kind: Kind) {
     assert_eq!(r.landed(), 1, "{r:?}");
 }
 
+/// A write refused for a reason trying again would not mend (not the store, not a conflict) is remembered until a write lands: `run` tells how to write terraform's errored.tfstate from it.
+async fn a_refused_write_is_remembered_until_one_lands(kind: Kind) {
+    let f = Fixture::new(kind, "refused").await;
+    let s = open(&f.store, "prod").await;
+    s.write_state(&doc(&[("a", "1")])).await.unwrap();
+    assert_eq!(s.refused().await, None);
+    let other = common::state::doc("another-lineage", &[("a", "2")]);
+    let err = s.write_state(&other).await.unwrap_err();
+    assert!(!err.store_failed(), "{err}");
+    assert_eq!(s.refused().await, Some(err.to_string()));
+    assert!(
+        s.unwritten().await.is_none(),
+        "not kept for the outage flush"
+    );
+    s.write_state(&doc(&[("a", "3")])).await.unwrap();
+    assert_eq!(s.refused().await, None);
+}
+
 testkit::per_kind!(
     local => Local, s3 => S3;
     [
+        a_refused_write_is_remembered_until_one_lands,
         reordered_lists_are_not_a_change,
         stale_base_on_one_of_three,
         disjoint_runs_both_land,
