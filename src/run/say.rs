@@ -58,8 +58,8 @@ pub fn nothing_to_unlock() {
     println!("{NO_LOCK}");
     println!(
         "Nothing was changed. A run that ends, or is interrupted, releases its claims. A run killed with SIGKILL (or whose machine died) leaves them standing for up to three heartbeats after its last one ({} with the default --heartbeat={}); then the next run that needs them takes them over. `choudoufu-live records claims` shows who holds what now.",
-        seconds(super::DEFAULT_RUN_HEARTBEAT * crate::engine::claims::MISSED_BEATS),
-        seconds(super::DEFAULT_RUN_HEARTBEAT),
+        seconds(super::args::DEFAULT_RUN_HEARTBEAT * crate::engine::claims::MISSED_BEATS),
+        seconds(super::args::DEFAULT_RUN_HEARTBEAT),
     );
 }
 
