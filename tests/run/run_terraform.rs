@@ -644,3 +644,56 @@ fn destroy_and_refresh_only_keep_terraforms_words() {
     );
     assert_eq!(summary["changes"]["operation"], "destroy");
 }
+
+/// On a terminal (a pty made by util-linux `script`) run's log lines are coloured, unless `NO_COLOR`, `-no-color` or `-no-color` in `TF_CLI_ARGS_<command>` says not.
+#[test]
+fn colour_on_a_terminal_follows_no_color_and_tf_cli_args() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("util-linux script is not installed: no pty to test with");
+        return;
+    }
+    let root = Root::new("demo", "tty", &Records::Local);
+    let _turn = turn();
+    root.ok(&["init", "-input=false"]);
+    let on_a_tty = |extra: &str, env: &[(&str, &str)]| -> String {
+        let line = format!(
+            "{} run -- {} plan -input=false{extra}",
+            common::tf::bin().display(),
+            root.tf
+        );
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", line.as_str(), "/dev/null"])
+            .current_dir(root.path())
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("TF_CLI_CONFIG_FILE", &root.cli_config)
+            .env("CHOUDOUFU_PROGRAM_COMMIT", "test")
+            .env("CHOUDOUFU_PROGRAM_TIME", "2026-11-30T00:00:00Z")
+            .env("CHOUDOUFU_LOG", "info")
+            .env_remove("NO_COLOR")
+            .env_remove("TF_CLI_ARGS")
+            .env_remove("TF_CLI_ARGS_plan")
+            .stdin(std::process::Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stdout));
+        text(&out.stdout)
+    };
+    let plain = on_a_tty("", &[]);
+    assert!(
+        !coloured_own_lines(&plain).is_empty(),
+        "on a terminal the log lines are coloured: {plain}"
+    );
+    for (extra, env) in [
+        (" -no-color", &[][..]),
+        ("", &[("NO_COLOR", "1")][..]),
+        ("", &[("TF_CLI_ARGS_plan", "-no-color")][..]),
+        ("", &[("TF_CLI_ARGS", "-no-color")][..]),
+    ] {
+        let out = on_a_tty(extra, env);
+        assert!(out.contains("INFO"), "{out}");
+        let coloured = coloured_own_lines(&out);
+        assert!(coloured.is_empty(), "{extra:?} {env:?}: {coloured:?}");
+    }
+}
