@@ -150,11 +150,10 @@ async fn copy_lines(out: tokio::process::ChildStdout, rewrite: fn(&str) -> Optio
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let written = match std::str::from_utf8(&line).ok().and_then(rewrite) {
-            Some(new) => to.write_all(new.as_bytes()).await,
-            None => to.write_all(&line).await,
-        };
-        let _ = written;
+        let rewritten = std::str::from_utf8(&line).ok().and_then(rewrite);
+        let bytes = rewritten.as_ref().map_or(&line[..], |new| new.as_bytes());
+        // A stdout that fails (its reader gone) must not stop terraform: its output is still drained.
+        let _ = to.write_all(bytes).await;
         let _ = to.flush().await;
     }
 }

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::estate::Estate;
-use super::out::outln;
+use super::out::{outln, table};
 use crate::cli::error::CliError;
 use crate::engine::claims::{self, MISSED_BEATS};
 
@@ -21,7 +21,7 @@ pub(super) async fn claims(root: &Path) -> Result<i32, CliError> {
     if marks.is_empty() {
         return Ok(0);
     }
-    let rows: Vec<[String; 5]> = marks
+    let rows: Vec<Vec<String>> = marks
         .iter()
         .map(|(mark, alive)| {
             let window = Duration::from_millis(mark.heartbeat_millis) * MISSED_BEATS;
@@ -33,7 +33,7 @@ pub(super) async fn claims(root: &Path) -> Result<i32, CliError> {
                 ),
                 (false, _) => "gone: the next run that needs it takes it over".to_string(),
             };
-            [
+            vec![
                 mark.address.clone(),
                 mark.operation.to_string(),
                 mark.run_id.clone(),
@@ -42,25 +42,6 @@ pub(super) async fn claims(root: &Path) -> Result<i32, CliError> {
             ]
         })
         .collect();
-    let header = ["ADDRESS", "OPERATION", "RUN", "SINCE", "STATE"];
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: [&str; 5]| -> Result<(), std::io::Error> {
-        let mut text = String::new();
-        for (cell, w) in cells.iter().zip(&widths).take(4) {
-            text.push_str(&format!("{cell:w$}  "));
-        }
-        text.push_str(cells[4]);
-        outln!("{}", text.trim_end());
-        Ok(())
-    };
-    line(header)?;
-    for row in &rows {
-        line([&row[0], &row[1], &row[2], &row[3], &row[4]])?;
-    }
+    table(&["ADDRESS", "OPERATION", "RUN", "SINCE", "STATE"], &rows)?;
     Ok(0)
 }

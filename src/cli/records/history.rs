@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use super::address::shown_address;
 use super::estate::Estate;
-use super::out::outln;
+use super::out::{outln, table};
 use crate::cli::error::CliError;
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::KeyKind;
@@ -158,33 +158,6 @@ fn seen_of(estate: &Estate, key: &str, read: Result<Option<Stored>, store::Store
         Ok(None) => Seen::Unreadable("the store no longer gives this version".into()),
         Err(e) => Seen::Unreadable(e.to_string()),
     }
-}
-
-/// Print rows as aligned columns under `header`.
-fn table(header: &[&str], rows: &[Vec<String>]) -> Result<(), std::io::Error> {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                out.push_str(cell);
-            } else {
-                out.push_str(&format!("{cell:w$}  "));
-            }
-        }
-        outln!("{}", out.trim_end());
-        Ok::<(), std::io::Error>(())
-    };
-    line(header.to_vec())?;
-    for row in rows {
-        line(row.iter().map(String::as_str).collect())?;
-    }
-    Ok(())
 }
 
 /// A record's program stamp as the tables show it (`-` when it has none).

@@ -29,3 +29,30 @@ pub(super) fn closed(e: &CliError) -> bool {
     e.downcast_ref::<io::Error>()
         .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
 }
+
+/// Print rows as aligned columns under `header`.
+pub(super) fn table(header: &[&str], rows: &[Vec<String>]) -> Result<(), std::io::Error> {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut out = String::new();
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:w$}  "));
+            }
+        }
+        outln!("{}", out.trim_end());
+        Ok::<(), std::io::Error>(())
+    };
+    line(header.to_vec())?;
+    for row in rows {
+        line(row.iter().map(String::as_str).collect())?;
+    }
+    Ok(())
+}
