@@ -8,10 +8,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::approve::{self, Answer};
-use super::claiming::{self, Claimed};
+use super::claiming::{self, Claimed, WaitBudget};
 use super::command::{self, ApplySplit};
 use super::context::{Attempt, Ctx};
 use super::deletes;
@@ -19,7 +18,7 @@ use super::error::{EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError};
 use super::flush::{self, Flushed};
 use super::outputs::{self, Reconcile};
 use super::steps::{self, Applied, Plan};
-use super::terraform::{self, PlanDir};
+use super::terraform::{self, PlanDir, Stdout};
 use super::{say, summary};
 use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanRefused, PlanStamp};
 use crate::frontdoor::http::{Backend, RunSummary};
@@ -60,13 +59,15 @@ fn refuse_plan(e: PlanRefused) -> i32 {
     EXIT_PLAN_REFUSED
 }
 
-/// A checked plan to apply: its changes, its stamp, the keys checked, terraform's arguments, and how long `--wait` waits.
+/// A checked plan to apply: its changes, its stamp, the keys checked, terraform's arguments, and what is left of `--wait`.
 struct Apply<'a> {
     set: &'a ChangeSet,
     stamp: &'a PlanStamp,
     keys: &'a BTreeSet<String>,
     args: &'a [String],
-    deadline: Option<Instant>,
+    budget: &'a mut WaitBudget,
+    /// How terraform's output reaches the user (a destroy's closing line in `destroy`'s words).
+    stdout: Stdout,
 }
 
 /// Claim the plan's changes for `attempt`, check that none of its keys moved since its stamp, apply it; then write what terraform could not save (see [`flush`]), with the claims still held.
@@ -79,13 +80,22 @@ async fn claim_and_apply(
     if let Some(code) = deletes::refuse(ctx, apply.set).await? {
         return Ok(Step::Exit(code));
     }
-    match claiming::claim(ctx, attempt, apply.set, apply.deadline).await? {
+    match claiming::claim(ctx, attempt, apply.set, apply.budget).await? {
         Claimed::Held(hold) => attempt.hold(hold),
         Claimed::Released => return Ok(Step::Again),
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
     }
     Ok(
-        match steps::apply_pinned(ctx, attempt, apply.stamp, apply.keys, apply.args).await? {
+        match steps::apply_pinned_with(
+            ctx,
+            attempt,
+            apply.stamp,
+            apply.keys,
+            apply.args,
+            apply.stdout,
+        )
+        .await?
+        {
             Applied::Ran(status) => Step::Ran(Box::new(Ran {
                 status,
                 flushed: flush::flush(ctx, attempt.session()).await?,
@@ -130,12 +140,12 @@ async fn finish(
 pub async fn planned_apply(ctx: &mut Ctx, split: &ApplySplit) -> Result<i32, RunError> {
     let dir = PlanDir::new()?;
     let plan = dir.file("run.tfplan");
-    let deadline = ctx.wait.map(|w| Instant::now() + w);
+    let mut budget = WaitBudget::new(ctx.wait);
     let mut replans = 0;
     loop {
         let _ = std::fs::remove_file(&plan);
         let mut attempt = Attempt::start(ctx).await?;
-        let step = plan_and_apply(ctx, &mut attempt, split, &plan, deadline).await;
+        let step = plan_and_apply(ctx, &mut attempt, split, &plan, &mut budget).await;
         let ended = attempt.end().await;
         match step? {
             Step::Exit(code) => {
@@ -162,7 +172,7 @@ async fn plan_and_apply(
     attempt: &mut Attempt,
     split: &ApplySplit,
     plan: &Path,
-    deadline: Option<Instant>,
+    budget: &mut WaitBudget,
 ) -> Result<Step, RunError> {
     // The plan is an inner step: terraform need not say how to apply the file.
     let env = [("TF_IN_AUTOMATION", "1")];
@@ -174,7 +184,7 @@ async fn plan_and_apply(
     let ephemeral = command::ephemeral_variables(&dir, &json);
     let needs_approval = json["applyable"].as_bool().unwrap_or(true);
     if !split.auto_approve && needs_approval {
-        match approve::ask(split.kind, !split.no_color, &ctx.signals).await {
+        match approve::ask(split.kind, split.no_color, &ctx.signals).await {
             Answer::Approved => {}
             Answer::Cancelled | Answer::Unanswered(_) => return Ok(Step::Exit(1)),
         }
@@ -195,7 +205,8 @@ async fn plan_and_apply(
         stamp: &stamp,
         keys: &keys,
         args: &args,
-        deadline,
+        budget,
+        stdout: summary::terraform_stdout(split.kind),
     };
     claim_and_apply(ctx, attempt, apply, reconcile).await
 }
@@ -209,7 +220,7 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
     let json = ctx.tf.show_json(file).await?;
     let set = ChangeSet::from_plan_json(&json)?;
     let keys = set.keys(&ctx.layout);
-    let deadline = ctx.wait.map(|w| Instant::now() + w);
+    let mut budget = WaitBudget::new(ctx.wait);
     let mut args = vec!["apply".to_string()];
     args.extend(ctx.cmd.args.iter().cloned());
     loop {
@@ -220,7 +231,9 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
             stamp: &stamp,
             keys: &keys,
             args: &args,
-            deadline,
+            budget: &mut budget,
+            // `apply FILE` keeps terraform's words, a destroy plan's among them.
+            stdout: Stdout::Inherit,
         };
         let reconcile = Reconcile::for_saved_plan(split, &json);
         let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;

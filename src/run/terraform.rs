@@ -37,11 +37,27 @@ impl Terraform {
         env: &[(&str, &str)],
         signals: &Signals,
     ) -> Result<ExitStatus, RunError> {
+        self.run_with(args, server, env, signals, Stdout::Inherit)
+            .await
+    }
+
+    /// [`Terraform::run`], its standard output passed through as `stdout` says.
+    pub async fn run_with(
+        &self,
+        args: &[String],
+        server: &Server,
+        env: &[(&str, &str)],
+        signals: &Signals,
+        stdout: Stdout,
+    ) -> Result<ExitStatus, RunError> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.global)
             .args(args)
             .stdin(Stdio::inherit())
-            .stdout(Stdio::inherit())
+            .stdout(match stdout {
+                Stdout::Inherit => Stdio::inherit(),
+                Stdout::Rewritten(_) => Stdio::piped(),
+            })
             .stderr(Stdio::inherit());
         child_env(&mut cmd, server);
         for (k, v) in env {
@@ -51,9 +67,19 @@ impl Terraform {
             program: self.program.clone(),
             source,
         })?;
+        let copy = match (stdout, child.stdout.take()) {
+            (Stdout::Rewritten(rewrite), Some(out)) => Some(tokio::spawn(copy_lines(out, rewrite))),
+            _ => None,
+        };
         loop {
             tokio::select! {
-                status = child.wait() => return Ok(status?),
+                status = child.wait() => {
+                    if let Some(copy) = copy {
+                        // A process terraform left behind may hold the pipe open: its output is not waited for long.
+                        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), copy).await;
+                    }
+                    return Ok(status?);
+                }
                 caught = signals.next() => match caught {
                     Caught::Interrupt => {
                         tracing::info!("interrupt: waiting for {} to stop", self.program);
@@ -100,6 +126,35 @@ impl Terraform {
         }
         serde_json::from_slice(&out.stdout)
             .map_err(|e| RunError::Show(format!("{} show -json gave no JSON: {e}", self.program)))
+    }
+}
+
+/// How terraform's standard output reaches the user.
+#[derive(Clone, Copy, Debug)]
+pub enum Stdout {
+    /// Straight through: terraform writes to this process's stdout.
+    Inherit,
+    /// Line by line through this process, each line `rewrite` answers replaced by its answer.
+    Rewritten(fn(&str) -> Option<String>),
+}
+
+/// Copy terraform's output to stdout line by line, rewriting as `rewrite` says; a stdout that fails still drains terraform's.
+async fn copy_lines(out: tokio::process::ChildStdout, rewrite: fn(&str) -> Option<String>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut reader = BufReader::new(out);
+    let mut to = tokio::io::stdout();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let rewritten = std::str::from_utf8(&line).ok().and_then(rewrite);
+        let bytes = rewritten.as_ref().map_or(&line[..], |new| new.as_bytes());
+        // A stdout that fails (its reader gone) must not stop terraform: its output is still drained.
+        let _ = to.write_all(bytes).await;
+        let _ = to.flush().await;
     }
 }
 
