@@ -93,6 +93,10 @@ pub enum Mechanism {
     OwnContent,
     /// Making a store safety check that could not run again before the next write.
     GuardRetry,
+    /// The provider door checking each package it launches against the lock file's `h1:` hashes.
+    ProviderHashCheck,
+    /// `run`'s terraform and provider processes dying with `run` (a parent-death signal).
+    ParentDeath,
 }
 
 impl Mechanism {
@@ -136,6 +140,8 @@ impl Mechanism {
         Mechanism::RecoveryEstate,
         Mechanism::OwnContent,
         Mechanism::GuardRetry,
+        Mechanism::ProviderHashCheck,
+        Mechanism::ParentDeath,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -179,6 +185,8 @@ impl Mechanism {
             Mechanism::RecoveryEstate => "recovery-estate",
             Mechanism::OwnContent => "own-content",
             Mechanism::GuardRetry => "guard-retry",
+            Mechanism::ProviderHashCheck => "provider-hash-check",
+            Mechanism::ParentDeath => "parent-death",
         }
     }
 

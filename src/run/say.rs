@@ -497,3 +497,10 @@ pub fn answered(kind: PlanKind, answer: Answered<'_>) {
     }
     let _ = out.flush();
 }
+
+/// The provider door is off: what a killed apply then loses.
+pub fn provider_door_off() {
+    warning(
+        "the provider door is off: a killed apply loses the record of whatever terraform created since its last save (terraform saves about every 20 s), and a killed run no longer stops the provider calls its terraform makes",
+    );
+}
