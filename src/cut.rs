@@ -97,6 +97,8 @@ pub enum Mechanism {
     ProviderHashCheck,
     /// `run`'s terraform and provider processes dying with `run` (a parent-death signal).
     ParentDeath,
+    /// `run` starting the providers itself behind its provider door (cut: terraform starts them).
+    ProviderDoor,
 }
 
 impl Mechanism {
@@ -142,6 +144,7 @@ impl Mechanism {
         Mechanism::GuardRetry,
         Mechanism::ProviderHashCheck,
         Mechanism::ParentDeath,
+        Mechanism::ProviderDoor,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -187,6 +190,7 @@ impl Mechanism {
             Mechanism::GuardRetry => "guard-retry",
             Mechanism::ProviderHashCheck => "provider-hash-check",
             Mechanism::ParentDeath => "parent-death",
+            Mechanism::ProviderDoor => "provider-door",
         }
     }
 

@@ -90,7 +90,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
     let door = match args.provider_door {
         Some(switch) => switch == DoorSwitch::On,
         None => config.provider_door,
-    };
+    } && !cut(Mechanism::ProviderDoor);
     if !door && matches!(cmd.sub(), Some("apply" | "destroy")) {
         say::provider_door_off();
     }

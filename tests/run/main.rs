@@ -1,5 +1,6 @@
 //! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations.
 
+mod door;
 mod migrate;
 mod run_claims;
 mod run_markers;

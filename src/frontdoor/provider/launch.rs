@@ -201,17 +201,27 @@ pub struct Upstream {
 
 type Tail = Arc<Mutex<VecDeque<String>>>;
 
-/// Log every line of `from` (debug, never shown by default), keeping the last few in `tail`.
-fn drain<R: AsyncRead + Unpin + Send + 'static>(
-    from: R,
-    address: ProviderAddress,
-    stream: &'static str,
-    tail: Option<Tail>,
-) {
+/// Whether the user asked terraform for provider logs (`TF_LOG`, `TF_LOG_PROVIDER`), which then reach `run`'s stderr as terraform would show them.
+fn provider_logs_wanted() -> bool {
+    ["TF_LOG_PROVIDER", "TF_LOG"]
+        .iter()
+        .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty() && !v.eq_ignore_ascii_case("off")))
+}
+
+/// Read every line of `from`: never logged (a provider's log lines can hold attribute values),
+/// passed to stderr only when the user asked terraform for provider logs, and the last lines
+/// that are not log records (a panic, a plain message) kept in `tail`.
+fn drain<R: AsyncRead + Unpin + Send + 'static>(from: R, tail: Option<Tail>) {
+    let passed = provider_logs_wanted();
     tokio::spawn(async move {
         let mut lines = BufReader::new(from).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            tracing::debug!(provider = %address, stream, "{line}");
+            if passed {
+                eprintln!("{line}");
+            }
+            if line.trim_start().starts_with('{') {
+                continue;
+            }
             if let Some(tail) = &tail
                 && let Ok(mut t) = tail.lock()
             {
@@ -253,7 +263,7 @@ impl Upstream {
         })?;
         let tail: Tail = Arc::default();
         if let Some(err) = child.stderr.take() {
-            drain(err, address.clone(), "stderr", Some(tail.clone()));
+            drain(err, Some(tail.clone()));
         }
         let Some(out) = child.stdout.take() else {
             return Err(LaunchError::Io {
@@ -295,7 +305,7 @@ impl Upstream {
             address: address.clone(),
             why,
         })?;
-        drain(out.into_inner(), address.clone(), "stdout", None);
+        drain(out.into_inner(), None);
         tracing::info!(
             provider = %address,
             pid = child.id().unwrap_or(0),
