@@ -18,10 +18,10 @@ use super::reattach::{self, REATTACH_ENV};
 pub enum DoorError {
     /// The lock file or a package.
     #[error(transparent)]
-    Lockfile(#[from] LockfileError),
+    Lockfile(Box<LockfileError>),
     /// A plugin could not be started.
     #[error(transparent)]
-    Launch(#[from] LaunchError),
+    Launch(Box<LaunchError>),
     /// The private socket folder could not be made.
     #[error("provider door: cannot make a private folder for its sockets: {0}")]
     Folder(std::io::Error),
@@ -41,6 +41,18 @@ pub enum DoorError {
         /// What the door proxies.
         proxied: String,
     },
+}
+
+impl From<LockfileError> for DoorError {
+    fn from(e: LockfileError) -> Self {
+        DoorError::Lockfile(Box::new(e))
+    }
+}
+
+impl From<LaunchError> for DoorError {
+    fn from(e: LaunchError) -> Self {
+        DoorError::Launch(Box::new(e))
+    }
 }
 
 /// The door of one run: its providers, their sockets, and the variable that points terraform at them.
