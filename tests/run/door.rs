@@ -68,6 +68,7 @@ fn args<'a>(first: &[&'a str], rest: &'a [String]) -> Vec<&'a str> {
 
 /// The door says, at info, each plugin it starts.
 const STARTED: &str = "provider door: started a provider plugin";
+const KEPT_SCHEMA: &str = "provider door: answered a schema call from the kept answer";
 const DOOR_LOG: &str = "choudoufu_live::frontdoor::provider=info";
 
 #[test]
@@ -84,6 +85,11 @@ fn an_apply_through_the_door_lands_is_recorded_and_the_next_plan_is_clean() {
     assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
     // terraform reached the provider through the door: the door started its plugins.
     assert!(err.contains(STARTED), "the door started no plugin:\n{err}");
+    // Connections that only read the schema were answered without a plugin of their own.
+    assert!(
+        err.contains(KEPT_SCHEMA),
+        "no schema call was answered from the kept answer:\n{err}"
+    );
     assert!(
         err.contains("records 1 created (aws_ssm_parameter.p[0])"),
         "{err}"
@@ -253,4 +259,45 @@ fn a_killed_run_takes_its_terraform_and_plugins_with_it_and_no_provider_call_fol
         after.iter().map(|c| &c.path).collect::<Vec<_>>()
     );
     drop(rt);
+}
+
+#[test]
+fn the_door_turns_off_with_the_flag_or_the_live_block_and_says_what_that_loses() {
+    let _turn = turn();
+    // Only the builtin terraform_data: nothing passes through the door, whether on or off.
+    let root = Root::new("bench", "door-off", &Records::Local);
+    root.ok(&["init", "-input=false"]);
+    let warning = "the provider door is off: a killed apply loses";
+    let on = root.ok(&["apply", "-auto-approve", "-input=false", "-var", "n=1"]);
+    assert!(!text(&on.stderr).contains(warning), "{}", text(&on.stderr));
+    let off = root.run_with(
+        &["--provider-door=off"],
+        &["apply", "-auto-approve", "-input=false", "-var", "n=2"],
+    );
+    assert!(off.status.success(), "{}", text(&off.stderr));
+    assert!(text(&off.stderr).contains(warning), "{}", text(&off.stderr));
+    let live = root.path().join("live.hcl");
+    let text_of = std::fs::read_to_string(&live).unwrap();
+    std::fs::write(
+        &live,
+        text_of.replacen("live {\n", "live {\n  provider_door = false\n", 1),
+    )
+    .unwrap();
+    let by_block = root.ok(&["apply", "-auto-approve", "-input=false", "-var", "n=3"]);
+    assert!(
+        text(&by_block.stderr).contains(warning),
+        "{}",
+        text(&by_block.stderr)
+    );
+    // The flag wins over the block.
+    let flag_on = root.run_with(
+        &["--provider-door=on"],
+        &["apply", "-auto-approve", "-input=false", "-var", "n=3"],
+    );
+    assert!(flag_on.status.success(), "{}", text(&flag_on.stderr));
+    assert!(
+        !text(&flag_on.stderr).contains(warning),
+        "{}",
+        text(&flag_on.stderr)
+    );
 }

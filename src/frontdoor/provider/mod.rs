@@ -14,5 +14,6 @@ pub mod lockfile;
 pub mod proto;
 pub mod proxy;
 pub mod reattach;
+pub mod schema_cache;
 
 pub use door::{Door, DoorError};
