@@ -145,27 +145,34 @@ impl Door {
 
     /// Refuse a plan (`show -json`) that uses a provider neither proxied nor built in.
     pub fn check_plan(&self, plan: &serde_json::Value) -> Result<(), DoorError> {
-        let proxied = self.proxied();
-        for name in plan_providers(plan) {
-            let ok = ProviderAddress::parse(&name)
-                .is_some_and(|a| a.is_builtin() || proxied.contains(&a));
-            if !ok {
-                return Err(DoorError::NotProxied {
-                    provider: name,
-                    proxied: if proxied.is_empty() {
-                        "none".into()
-                    } else {
-                        proxied
-                            .iter()
-                            .map(|a| a.to_string())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    },
-                });
-            }
-        }
-        Ok(())
+        check_plan(&self.proxied(), plan)
     }
+}
+
+/// Refuse `plan` if it names a provider that is neither in `proxied` nor built in.
+fn check_plan(
+    proxied: &BTreeSet<&ProviderAddress>,
+    plan: &serde_json::Value,
+) -> Result<(), DoorError> {
+    for name in plan_providers(plan) {
+        let ok =
+            ProviderAddress::parse(&name).is_some_and(|a| a.is_builtin() || proxied.contains(&a));
+        if !ok {
+            return Err(DoorError::NotProxied {
+                provider: name,
+                proxied: if proxied.is_empty() {
+                    "none".into()
+                } else {
+                    proxied
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Every provider a plan names: its changes', its configuration's and its prior state's.
@@ -230,5 +237,20 @@ mod tests {
                 "terraform.io/builtin/terraform"
             ]
         );
+        // The random provider does not pass through a door that proxies only aws: refused by name.
+        let aws = ProviderAddress::parse("registry.terraform.io/hashicorp/aws").unwrap();
+        let random = ProviderAddress::parse("registry.opentofu.org/hashicorp/random").unwrap();
+        let e = check_plan(&BTreeSet::from([&aws]), &plan).unwrap_err();
+        assert!(matches!(e, DoorError::NotProxied { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("registry.opentofu.org/hashicorp/random"),
+            "{e}"
+        );
+        // Both proxied, and the builtin one needs no door.
+        check_plan(&BTreeSet::from([&aws, &random]), &plan).unwrap();
+        // An address key that does not match is no match (a tofu key for a terraform lock file).
+        let tf_random = ProviderAddress::parse("registry.terraform.io/hashicorp/random").unwrap();
+        assert!(check_plan(&BTreeSet::from([&aws, &tf_random]), &plan).is_err());
     }
 }
