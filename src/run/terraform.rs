@@ -130,7 +130,15 @@ impl Terraform {
         })?;
         loop {
             tokio::select! {
-                status = child.wait() => return Ok(status?),
+                status = child.wait() => {
+                    let status = status?;
+                    use std::os::unix::process::ExitStatusExt;
+                    if let Some(signal) = status.signal() {
+                        let name = Signal::try_from(signal).map_or_else(|_| signal.to_string(), |s| s.as_str().to_string());
+                        super::say::terraform_killed(&self.program, &name);
+                    }
+                    return Ok(status);
+                }
                 caught = signals.next() => match caught {
                     Caught::Interrupt => {
                         tracing::info!("interrupt: waiting for {} to stop", self.program);

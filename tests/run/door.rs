@@ -301,3 +301,45 @@ fn the_door_turns_off_with_the_flag_or_the_live_block_and_says_what_that_loses()
         text(&flag_on.stderr)
     );
 }
+
+#[test]
+fn a_run_whose_terraform_was_killed_says_so_with_what_it_recorded() {
+    let _turn = turn();
+    let root = Root::new("claims", "door-tf-killed", &Records::Local);
+    root.ok(&["init", "-input=false"]);
+    let calls = root.path().join("calls");
+    let calls_var = format!("calls_file={}", calls.display());
+    let child = root
+        .run_cmd(&[
+            "apply",
+            "-auto-approve",
+            "-input=false",
+            "-var",
+            &calls_var,
+            "-var",
+            "sleep_seconds=60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    common::tf::wait_for_call(&calls, "one", Duration::from_secs(120));
+    let terraform: Vec<u32> = descendants(child.id())
+        .into_iter()
+        .filter(|p| name(*p) == "terraform")
+        .collect();
+    assert!(!terraform.is_empty(), "no terraform under run");
+    for p in &terraform {
+        kill(*p);
+    }
+    let out = child.wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(137), "{err}");
+    assert!(
+        err.contains("terraform was killed (SIGKILL) before it finished"),
+        "{err}"
+    );
+    // It saved nothing before the kill: no record, and the next plan creates everything.
+    let plan = root.run(&["plan", "-detailed-exitcode", "-input=false"]);
+    assert_eq!(plan.status.code(), Some(2), "{}", text(&plan.stderr));
+}
