@@ -29,7 +29,10 @@ pub enum DoorSwitch {
 /// `backend "http" {}` at it through TF_HTTP_ADDRESS, and runs the command with its
 /// input and output passed through. An `apply` or `destroy` is planned first, approved
 /// as terraform asks, and every change of the plan is claimed before terraform applies
-/// it, so no two runs make the same change at once. Prints what was written and every
+/// it, so no two runs make the same change at once. For plan, apply, destroy, refresh
+/// and import, `run` starts the root's locked providers itself, each checked against the
+/// lock file's hashes, and hands terraform a proxy for each (--provider-door), so a killed
+/// run takes terraform and every provider call with it. Prints what was written and every
 /// named conflict. When the record store does not answer and terraform cannot save its
 /// state, `run` keeps that state and writes it once terraform exits, conditionally on the
 /// versions it read, for up to --flush-timeout; past that, it leaves it in a recovery file
