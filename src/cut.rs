@@ -125,6 +125,12 @@ pub enum Mechanism {
     CanonicalCompare,
     /// Telling how to write terraform's errored.tfstate after a refused state write.
     ErroredAdvice,
+    /// The provider door checking each package it launches against the lock file's `h1:` hashes.
+    ProviderHashCheck,
+    /// `run`'s terraform and provider processes dying with `run` (a parent-death signal).
+    ParentDeath,
+    /// `run` starting the providers itself behind its provider door (cut: terraform starts them).
+    ProviderDoor,
 }
 
 impl Mechanism {
@@ -184,6 +190,9 @@ impl Mechanism {
         Mechanism::DestroyWords,
         Mechanism::CanonicalCompare,
         Mechanism::ErroredAdvice,
+        Mechanism::ProviderHashCheck,
+        Mechanism::ParentDeath,
+        Mechanism::ProviderDoor,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -243,6 +252,9 @@ impl Mechanism {
             Mechanism::DestroyWords => "destroy-words",
             Mechanism::CanonicalCompare => "canonical-compare",
             Mechanism::ErroredAdvice => "errored-advice",
+            Mechanism::ProviderHashCheck => "provider-hash-check",
+            Mechanism::ParentDeath => "parent-death",
+            Mechanism::ProviderDoor => "provider-door",
         }
     }
 

@@ -218,6 +218,8 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
         Err(e) => return Ok(refuse_plan(e.into())),
     };
     let json = ctx.tf.show_json(file).await?;
+    ctx.tf.open_door().await?;
+    ctx.tf.check_plan_providers(&json)?;
     let set = ChangeSet::from_plan_json(&json)?;
     let keys = set.keys(&ctx.layout);
     let mut budget = WaitBudget::new(ctx.wait);

@@ -516,3 +516,17 @@ pub fn answered(kind: PlanKind, answer: Answered<'_>) {
     }
     let _ = out.flush();
 }
+
+/// The provider door is off: what a killed apply then loses.
+pub fn provider_door_off() {
+    warning(
+        "the provider door is off: a killed apply loses the record of whatever terraform created since its last save (terraform saves about every 20 s), and a killed run no longer stops the provider calls its terraform makes",
+    );
+}
+
+/// terraform died of a signal `run` did not send: what the summary below then means.
+pub fn terraform_killed(program: &str, signal: &str) {
+    warning(format!(
+        "{program} was killed ({signal}) before it finished; only what it saved before it died is recorded (named below, if anything)"
+    ));
+}

@@ -38,6 +38,7 @@ pub async fn plan(
         return Ok(Plan::Failed(status));
     }
     let json = ctx.tf.show_json(file).await?;
+    ctx.tf.check_plan_providers(&json)?;
     let set = ChangeSet::from_plan_json(&json)?;
     Ok(Plan::Made { json, set })
 }

@@ -1,7 +1,8 @@
-//! Terraform's child processes: their environment, the signals passed on, `show -json`, and the private folder for temporary plans.
+//! Terraform's child processes: their environment, the signals passed on, the provider door, `show -json`, and the private folder for temporary plans.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -10,10 +11,44 @@ use tokio::process::Command;
 use super::error::RunError;
 use super::signals::{Caught, Signals};
 use crate::frontdoor::http::Server;
+use crate::frontdoor::provider::launch::die_with_parent;
+use crate::frontdoor::provider::{Door, DoorError};
 
 /// Point terraform's `backend "http"` at this run's server, with the run's credentials.
 pub fn child_env(cmd: &mut Command, server: &Server) {
     cmd.envs(server.terraform_env());
+}
+
+/// The terraform commands that call providers and so go through the provider door (never `init`).
+const DOOR_COMMANDS: &[&str] = &["plan", "apply", "destroy", "refresh", "import"];
+
+/// The provider door of one run, opened by the first command that calls providers and kept to the end.
+pub struct DoorCell {
+    root: PathBuf,
+    door: tokio::sync::OnceCell<Door>,
+}
+
+impl DoorCell {
+    /// A door for the root at `root`, not yet open.
+    pub fn new(root: PathBuf) -> Arc<DoorCell> {
+        Arc::new(DoorCell {
+            root,
+            door: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    async fn open(&self) -> Result<&Door, DoorError> {
+        self.door.get_or_try_init(|| Door::open(&self.root)).await
+    }
+}
+
+impl std::fmt::Debug for DoorCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DoorCell")
+            .field("root", &self.root)
+            .field("open", &self.door.initialized())
+            .finish()
+    }
 }
 
 /// One terraform program and its global options (`-chdir=DIR`).
@@ -23,9 +58,46 @@ pub struct Terraform {
     pub program: String,
     /// The options before the subcommand.
     pub global: Vec<String>,
+    /// The provider door, unless it is off.
+    pub door: Option<Arc<DoorCell>>,
 }
 
 impl Terraform {
+    /// The door's environment for the command `args` (the subcommand first): none unless it calls providers.
+    async fn door_env(&self, args: &[String]) -> Result<Vec<(&'static str, String)>, RunError> {
+        let Some(cell) = &self.door else {
+            return Ok(Vec::new());
+        };
+        if !args
+            .first()
+            .is_some_and(|sub| DOOR_COMMANDS.contains(&sub.as_str()))
+        {
+            return Ok(Vec::new());
+        }
+        let door = cell.open().await?;
+        Ok(door
+            .env()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect())
+    }
+
+    /// Open the door now, unless it is off or open already.
+    pub async fn open_door(&self) -> Result<(), RunError> {
+        if let Some(cell) = &self.door {
+            cell.open().await?;
+        }
+        Ok(())
+    }
+
+    /// Refuse a plan that uses a provider the door does not proxy (nothing to check when it is off or unused).
+    pub fn check_plan_providers(&self, plan: &serde_json::Value) -> Result<(), RunError> {
+        if let Some(door) = self.door.as_ref().and_then(|c| c.door.get()) {
+            door.check_plan(plan)?;
+        }
+        Ok(())
+    }
+
     /// Run `program [global] args` against `server`, its input and output passed through.
     ///
     /// SIGINT reaches terraform from the terminal too: it stops gracefully and saves its state,
@@ -63,6 +135,11 @@ impl Terraform {
         for (k, v) in env {
             cmd.env(k, v);
         }
+        for (k, v) in self.door_env(args).await? {
+            cmd.env(k, v);
+        }
+        // A killed run stops its terraform: terraform is asked to stop as at an interrupt.
+        die_with_parent(&mut cmd, Signal::SIGTERM);
         let mut child = cmd.spawn().map_err(|source| RunError::Start {
             program: self.program.clone(),
             source,
@@ -78,7 +155,13 @@ impl Terraform {
                         // A process terraform left behind may hold the pipe open: its output is not waited for long.
                         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), copy).await;
                     }
-                    return Ok(status?);
+                    let status = status?;
+                    use std::os::unix::process::ExitStatusExt;
+                    if let Some(signal) = status.signal() {
+                        let name = Signal::try_from(signal).map_or_else(|_| signal.to_string(), |s| s.as_str().to_string());
+                        super::say::terraform_killed(&self.program, &name);
+                    }
+                    return Ok(status);
                 }
                 caught = signals.next() => match caught {
                     Caught::Interrupt => {
