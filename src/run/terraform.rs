@@ -264,48 +264,17 @@ pub struct PlanDir(tempfile::TempDir);
 impl PlanDir {
     /// A fresh folder in the system's temporary folder (`TMPDIR`).
     pub fn new() -> Result<PlanDir, RunError> {
-        use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{PLAN_DIR_PREFIX}{}-", std::process::id()))
-            .tempdir()
-            .map_err(|source| RunError::File {
+        let dir = crate::store::private_folder::create(PLAN_DIR_PREFIX).map_err(|source| {
+            RunError::File {
                 what: "cannot make a private folder for the plan".into(),
                 source,
-            })?;
-        if let Ok(meta) = std::fs::metadata(dir.path()) {
-            sweep_dead(meta.uid());
-        }
+            }
+        })?;
         Ok(PlanDir(dir))
     }
 
     /// The path of a plan file in it.
     pub fn file(&self, name: &str) -> PathBuf {
         self.0.path().join(name)
-    }
-}
-
-/// Remove plan folders of this user whose run is gone.
-fn sweep_dead(me: u32) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(pid) = name
-            .strip_prefix(PLAN_DIR_PREFIX)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
-        let gone = matches!(
-            kill(Pid::from_raw(pid), None),
-            Err(nix::errno::Errno::ESRCH)
-        );
-        if ours && gone {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
     }
 }

@@ -208,44 +208,7 @@ const FOLDER_PREFIX: &str = "choudoufu-live-door-";
 /// Its name carries this process's id: folders that killed runs left are removed by the
 /// next door of the same user.
 fn private_folder() -> std::io::Result<tempfile::TempDir> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let dir = tempfile::Builder::new()
-        .prefix(&format!("{FOLDER_PREFIX}{}-", std::process::id()))
-        .permissions(std::fs::Permissions::from_mode(0o700))
-        .tempdir()?;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
-    if let Ok(meta) = std::fs::metadata(dir.path()) {
-        sweep_dead(meta.uid());
-    }
-    Ok(dir)
-}
-
-/// Remove the socket folders of this user whose run is gone.
-fn sweep_dead(me: u32) {
-    use nix::sys::signal::kill;
-    use nix::unistd::Pid;
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(pid) = name
-            .strip_prefix(FOLDER_PREFIX)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
-        let gone = matches!(
-            kill(Pid::from_raw(pid), None),
-            Err(nix::errno::Errno::ESRCH)
-        );
-        if ours && gone {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
+    crate::store::private_folder::create(FOLDER_PREFIX)
 }
 
 #[cfg(test)]
