@@ -14,6 +14,7 @@
 mod assemble;
 mod error;
 mod handle;
+mod instant;
 mod read;
 mod recovery;
 mod report;
@@ -26,6 +27,7 @@ mod write;
 pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_lineage, serial_of};
 pub use error::SessionError;
 pub use handle::{DEFAULT_PARALLEL, Session};
+pub use instant::{Instant, Landed};
 pub use read::{
     Read, ReadStats, Sources, fetch_image, read_estate, read_snapshot, read_snapshot_cached,
     snapshot_of_image,
