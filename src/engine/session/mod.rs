@@ -8,7 +8,7 @@
 //! By owner: `handle` the session and its set-up, `view` what it holds of the estate and the
 //! run, `snapshot` the records it read and the base a write compares against, `run_info` who
 //! the run is, `read` reading the estate, `assemble` the state document served, `write`
-//! writing one (`report` what it did), `recovery` what a failed write leaves, `trace` the
+//! writing one (`report` what it did), `instant` writing one record at a provider's return, `recovery` what a failed write leaves, `trace` the
 //! spans and metrics, and `error` why a call failed.
 
 mod assemble;
