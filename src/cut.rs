@@ -131,6 +131,8 @@ pub enum Mechanism {
     ParentDeath,
     /// `run` starting the providers itself behind its provider door (cut: terraform starts them).
     ProviderDoor,
+    /// The provider door writing each instance's record when its provider apply call returns.
+    ReturnRecords,
 }
 
 impl Mechanism {
@@ -193,6 +195,7 @@ impl Mechanism {
         Mechanism::ProviderHashCheck,
         Mechanism::ParentDeath,
         Mechanism::ProviderDoor,
+        Mechanism::ReturnRecords,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -255,6 +258,7 @@ impl Mechanism {
             Mechanism::ProviderHashCheck => "provider-hash-check",
             Mechanism::ParentDeath => "parent-death",
             Mechanism::ProviderDoor => "provider-door",
+            Mechanism::ReturnRecords => "return-records",
         }
     }
 

@@ -22,6 +22,7 @@ use super::terraform::{self, PlanDir, Stdout};
 use super::{say, summary};
 use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanRefused, PlanStamp};
 use crate::frontdoor::http::{Backend, RunSummary};
+use crate::frontdoor::provider::Recorder;
 use crate::telemetry::{self, ConflictKind};
 
 /// How often a plain apply is planned again because its own changes moved before it claimed them.
@@ -61,6 +62,8 @@ fn refuse_plan(e: PlanRefused) -> i32 {
 
 /// A checked plan to apply: its changes, its stamp, the keys checked, terraform's arguments, and what is left of `--wait`.
 struct Apply<'a> {
+    /// The plan, as `show -json` gives it (the provider door records each return against it).
+    plan: &'a serde_json::Value,
     set: &'a ChangeSet,
     stamp: &'a PlanStamp,
     keys: &'a BTreeSet<String>,
@@ -85,25 +88,30 @@ async fn claim_and_apply(
         Claimed::Released => return Ok(Step::Again),
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
     }
-    Ok(
-        match steps::apply_pinned_with(
-            ctx,
-            attempt,
-            apply.stamp,
-            apply.keys,
-            apply.args,
-            apply.stdout,
-        )
-        .await?
-        {
-            Applied::Ran(status) => Step::Ran(Box::new(Ran {
-                status,
-                flushed: flush::flush(ctx, attempt.session()).await?,
-                reconcile,
-            })),
-            Applied::Moved(moved) => Step::Moved(moved),
-        },
+    let door = ctx.tf.door();
+    if let Some(door) = door {
+        door.record_returns(Some(Recorder::new(attempt.backend().clone(), apply.plan)));
+    }
+    let applied = steps::apply_pinned_with(
+        ctx,
+        attempt,
+        apply.stamp,
+        apply.keys,
+        apply.args,
+        apply.stdout,
     )
+    .await;
+    if let Some(door) = door {
+        door.record_returns(None);
+    }
+    Ok(match applied? {
+        Applied::Ran(status) => Step::Ran(Box::new(Ran {
+            status,
+            flushed: flush::flush(ctx, attempt.session()).await?,
+            reconcile,
+        })),
+        Applied::Moved(moved) => Step::Moved(moved),
+    })
 }
 
 /// After terraform applied: the summary, the unrecorded-object warning, the output reconcile, and the exit status.
@@ -201,6 +209,7 @@ async fn plan_and_apply(
         env: Vec::new(),
     };
     let apply = Apply {
+        plan: &json,
         set: &set,
         stamp: &stamp,
         keys: &keys,
@@ -229,6 +238,7 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
         // The server starts only once the plan's changes are claimed and have not moved.
         let mut attempt = Attempt::unserved(ctx.session());
         let apply = Apply {
+            plan: &json,
             set: &set,
             stamp: &stamp,
             keys: &keys,

@@ -82,6 +82,11 @@ impl Terraform {
             .collect())
     }
 
+    /// The provider door, once open.
+    pub fn door(&self) -> Option<&Door> {
+        self.door.as_ref().and_then(|c| c.door.get())
+    }
+
     /// Open the door now, unless it is off or open already.
     pub async fn open_door(&self) -> Result<(), RunError> {
         if let Some(cell) = &self.door {

@@ -8,12 +8,13 @@
 //! By owner: `handle` the session and its set-up, `view` what it holds of the estate and the
 //! run, `snapshot` the records it read and the base a write compares against, `run_info` who
 //! the run is, `read` reading the estate, `assemble` the state document served, `write`
-//! writing one (`report` what it did), `recovery` what a failed write leaves, `trace` the
+//! writing one (`report` what it did), `instant` writing one record at a provider's return, `recovery` what a failed write leaves, `trace` the
 //! spans and metrics, and `error` why a call failed.
 
 mod assemble;
 mod error;
 mod handle;
+mod instant;
 mod read;
 mod recovery;
 mod report;
@@ -26,6 +27,7 @@ mod write;
 pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_lineage, serial_of};
 pub use error::SessionError;
 pub use handle::{DEFAULT_PARALLEL, Session};
+pub use instant::{Instant, Landed};
 pub use read::{
     Read, ReadStats, Sources, fetch_image, read_estate, read_snapshot, read_snapshot_cached,
     snapshot_of_image,

@@ -220,7 +220,10 @@ impl Session {
         }
     }
 
-    async fn ensure_estate(&self, lineage: &str) -> Result<(EstateMeta, Version), SessionError> {
+    pub(super) async fn ensure_estate(
+        &self,
+        lineage: &str,
+    ) -> Result<(EstateMeta, Version), SessionError> {
         let key = self.layout.estate_key();
         let meta = EstateMeta {
             format: ESTATE_FORMAT.into(),

@@ -12,6 +12,7 @@ use super::launch::{LaunchError, Plugin};
 use super::lockfile::{self, LOCK_FILE, LockfileError, ProviderAddress};
 use super::proxy::{Proxied, Shared};
 use super::reattach::{self, REATTACH_ENV};
+use super::recorder::Recorder;
 
 /// Why the door could not open, or refuses a plan.
 #[derive(Debug, Error)]
@@ -93,6 +94,7 @@ impl Door {
             identity: ClientIdentity::generate()?,
             sockets: folder.path().to_path_buf(),
             launches: AtomicUsize::new(0),
+            recorder: std::sync::Mutex::new(None),
         });
         let opening = packages.into_iter().map(|(l, package)| {
             Proxied::open(
@@ -136,6 +138,13 @@ impl Door {
     /// The providers that pass through the door.
     pub fn proxied(&self) -> BTreeSet<&ProviderAddress> {
         self.providers.iter().map(Proxied::address).collect()
+    }
+
+    /// Record each apply call's return with `recorder` from now on (none: stop recording).
+    pub fn record_returns(&self, recorder: Option<Arc<Recorder>>) {
+        if let Ok(mut held) = self.shared.recorder.lock() {
+            *held = recorder;
+        }
     }
 
     /// How many plugin processes the door has started.

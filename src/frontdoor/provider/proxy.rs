@@ -25,10 +25,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::{JoinHandle, JoinSet};
 
+use crate::cut::{Mechanism, cut};
+
 use super::client_tls::ClientIdentity;
 use super::launch::{LaunchError, Plugin, Upstream};
 use super::lockfile::ProviderAddress;
-use super::schema_cache::{Answer, SchemaCache, is_schema_call};
+use super::recorder::{Recorder, is_apply_call};
+use super::schema_cache::{Answer, SchemaCache, framed_message, is_schema_call};
 
 /// What every provider of one door shares.
 pub struct Shared {
@@ -38,6 +41,15 @@ pub struct Shared {
     pub sockets: PathBuf,
     /// How many plugin processes the door started.
     pub launches: AtomicUsize,
+    /// What records each apply call's return, while an apply runs.
+    pub recorder: Mutex<Option<Arc<Recorder>>>,
+}
+
+impl Shared {
+    /// The recorder installed now, if any.
+    fn recorder(&self) -> Option<Arc<Recorder>> {
+        self.recorder.lock().ok().and_then(|r| r.clone())
+    }
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -147,7 +159,7 @@ async fn accept(
 /// A running plugin of one connection, and the HTTP/2 connection to it.
 struct Live {
     upstream: Upstream,
-    sender: SendRequest<Incoming>,
+    sender: SendRequest<Body>,
 }
 
 /// One terraform connection: its plugin, once it has one; dropping it stops the plugin.
@@ -245,6 +257,11 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
             return Ok(unavailable(&format!("provider door: {e}")));
         }
     };
+    if is_apply_call(&path)
+        && let Some(recorder) = conn.shared.recorder()
+    {
+        return Ok(apply_recorded(&conn, live, req, &recorder).await);
+    }
     if !schema {
         return Ok(forward(live, req).await);
     }
@@ -266,8 +283,75 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
     }
 }
 
+/// Forward an apply call whole, and hold its answer until the recorder wrote what it returned.
+///
+/// The request and answer are collected (an apply call is one message each way); a call
+/// the recorder cannot read still reaches terraform unchanged.
+async fn apply_recorded(
+    conn: &Conn,
+    live: &Live,
+    req: Request<Incoming>,
+    recorder: &Recorder,
+) -> Response<Body> {
+    if cut(Mechanism::ReturnRecords) {
+        return forward(live, req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let request = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return unavailable(&format!("provider door: the apply call broke off: {e}")),
+    };
+    let req = Request::from_parts(parts, whole_body(request.clone(), None));
+    let resp = forward_body(live, req).await;
+    let (parts, body) = resp.into_parts();
+    let collected = match body.collect().await {
+        Ok(collected) => collected,
+        Err(e) => {
+            return unavailable(&format!("provider door: the apply answer broke off: {e}"));
+        }
+    };
+    let trailers = collected.trailers().cloned();
+    let answer = collected.to_bytes();
+    let ok = trailers
+        .as_ref()
+        .and_then(|t| t.get("grpc-status"))
+        .or_else(|| parts.headers.get("grpc-status"))
+        .is_some_and(|v| v.as_bytes() == b"0");
+    match (ok, framed_message(&request), framed_message(&answer)) {
+        (true, Some(request), Some(message)) => {
+            recorder
+                .returned(
+                    &conn.plugin.address,
+                    &conn.provider.schema,
+                    request,
+                    message,
+                )
+                .await;
+        }
+        (true, _, _) => {
+            tracing::warn!(provider = %conn.plugin.address, "provider door: an apply call was not one plain message; terraform's own save records it");
+        }
+        (false, _, _) => {}
+    }
+    Response::from_parts(parts, whole_body(answer, trailers))
+}
+
+/// A body of `data`, then `trailers` if any.
+fn whole_body(data: Bytes, trailers: Option<hyper::HeaderMap>) -> Body {
+    let mut frames = vec![Ok::<_, BoxError>(Frame::data(data))];
+    if let Some(t) = trailers {
+        frames.push(Ok(Frame::trailers(t)));
+    }
+    StreamBody::new(futures::stream::iter(frames)).boxed()
+}
+
 /// Send one request on to the plugin, and its answer back as it comes.
-async fn forward(live: &Live, mut req: Request<Incoming>) -> Response<Body> {
+async fn forward(live: &Live, req: Request<Incoming>) -> Response<Body> {
+    forward_body(live, req.map(|b| b.map_err(BoxError::from).boxed())).await
+}
+
+/// [`forward`] for a request whose body is already the door's own.
+async fn forward_body(live: &Live, mut req: Request<Body>) -> Response<Body> {
     let path = req
         .uri()
         .path_and_query()

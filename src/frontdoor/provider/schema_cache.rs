@@ -4,7 +4,8 @@
 //! again at the start of each walk); the answer depends only on the provider's package,
 //! whose hash the door checked, so one door answers them all alike.
 
-use std::sync::Mutex;
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
 
 use hyper::HeaderMap;
 use hyper::body::Bytes;
@@ -35,21 +36,24 @@ pub struct Answer {
     pub trailers: HeaderMap,
 }
 
+/// The one uncompressed message of a framed gRPC body, if it holds exactly that.
+pub fn framed_message(body: &[u8]) -> Option<&[u8]> {
+    let (&0, rest) = body.split_first()? else {
+        return None;
+    };
+    let (len, message) = rest.split_first_chunk::<4>()?;
+    (u32::from_be_bytes(*len) as usize == message.len()).then_some(message)
+}
+
 impl Answer {
     /// Whether the answer may stand for every later schema call: status OK, one uncompressed message, no error diagnostic.
     pub fn reusable(&self) -> bool {
         if self.trailers.get("grpc-status").map(|v| v.as_bytes()) != Some(b"0") {
             return false;
         }
-        let Some((&0, rest)) = self.body.split_first() else {
+        let Some(message) = framed_message(&self.body) else {
             return false;
         };
-        let Some((len, message)) = rest.split_first_chunk::<4>() else {
-            return false;
-        };
-        if u32::from_be_bytes(*len) as usize != message.len() {
-            return false;
-        }
         // Protocols 5 and 6 both carry the diagnostics as field 4 of the schema answer.
         match SchemaResponse::decode(message) {
             Ok(resp) => !resp
@@ -61,14 +65,30 @@ impl Answer {
     }
 }
 
-/// The schema answer of one provider, once a plugin gave a reusable one.
+/// The schema answer of one provider, once a plugin gave a reusable one, and its resource types' schema versions.
 #[derive(Debug, Default)]
-pub struct SchemaCache(Mutex<Option<Answer>>);
+pub struct SchemaCache(Mutex<Option<Answer>>, OnceLock<BTreeMap<String, u64>>);
 
 impl SchemaCache {
     /// The kept answer, if any.
     pub fn get(&self) -> Option<Answer> {
         self.0.lock().ok().and_then(|a| a.clone())
+    }
+
+    /// The schema version of resource type `type_name`, once an answer is kept (read from it once).
+    pub fn version(&self, type_name: &str) -> Option<u64> {
+        if self.1.get().is_none() {
+            let answer = self.get()?;
+            let message = framed_message(&answer.body)?;
+            let versions = SchemaResponse::decode(message)
+                .ok()?
+                .resource_schemas
+                .into_iter()
+                .map(|(name, schema)| (name, u64::try_from(schema.version).unwrap_or(0)))
+                .collect();
+            let _ = self.1.set(versions);
+        }
+        self.1.get()?.get(type_name).copied()
     }
 
     /// Keep `answer` if it is reusable and none is kept yet.
@@ -87,10 +107,14 @@ impl SchemaCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frontdoor::provider::proto::tfplugin5::Diagnostic;
+    use crate::frontdoor::provider::proto::tfplugin5::{Diagnostic, Schema};
 
     fn answer(diags: Vec<Diagnostic>, status: &'static str) -> Answer {
-        let msg = SchemaResponse { diagnostics: diags }.encode_to_vec();
+        let msg = SchemaResponse {
+            diagnostics: diags,
+            resource_schemas: [("t_thing".to_string(), Schema { version: 3 })].into(),
+        }
+        .encode_to_vec();
         let mut body = vec![0u8];
         body.extend_from_slice(&(msg.len() as u32).to_be_bytes());
         body.extend_from_slice(&msg);
@@ -121,8 +145,11 @@ mod tests {
         let cache = SchemaCache::default();
         cache.offer(&answer(vec![], "14"));
         assert!(cache.get().is_none());
+        assert_eq!(cache.version("t_thing"), None);
         cache.offer(&answer(vec![warning], "0"));
         assert!(cache.get().is_some());
+        assert_eq!(cache.version("t_thing"), Some(3));
+        assert_eq!(cache.version("t_other"), None);
         assert!(is_schema_call("/tfplugin5.Provider/GetSchema"));
         assert!(!is_schema_call("/tfplugin5.Provider/Configure"));
     }
