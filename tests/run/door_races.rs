@@ -286,9 +286,9 @@ fn a_second_apply_of_one_aws_parameter_is_refused_by_name_and_calls_nothing_whil
         let said = text(&plan.stdout);
         assert!(plan.status.success(), "{}", text(&plan.stderr));
         assert!(
-            said.contains(&format!(
-                "~ insecure_value = \"{a_value}\" -> \"{b_value}\""
-            )),
+            said.lines()
+                .any(|l| l.trim_start().starts_with("~ insecure_value")
+                    && l.contains(&format!("\"{a_value}\" -> \"{b_value}\""))),
             "round {round}: the re-plan does not start from the value that landed:\n{said}"
         );
         counted.take();
@@ -382,4 +382,69 @@ fn a_waiting_apply_of_one_aws_parameter_calls_nothing_while_the_first_holds_it_t
         .collect();
     let newest_first: Vec<&String> = runs_in_order.iter().rev().collect();
     assert_eq!(writers, newest_first, "{said}");
+}
+
+fn sigkill(pid: u32) {
+    use nix::sys::signal::{Signal, kill};
+    let _ = kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
+}
+
+#[test]
+fn a_waiting_apply_takes_over_a_killed_runs_aws_parameter_and_lands_alone() {
+    let _turn = turn();
+    let rt = runtime();
+    let prefix = common::unique_bucket("door-takeover");
+    let name = format!("/{prefix}/p0");
+    let root = aws_root("door-takeover", &Records::Local);
+    let counted = rt.block_on(latency_proxy::start(moto(), Duration::ZERO));
+    root.ok(&strs(&apply(&counted.endpoint, &prefix, "v0")));
+    counted.take();
+    // A updates the parameter, and holds it with its PutParameter in flight; B waits for it.
+    let (a, gated) = held_run(&rt, &root, &prefix, "dead");
+    let mut b = Watched::start(
+        &root,
+        &["--wait=90s"],
+        &apply(&counted.endpoint, &prefix, "next"),
+    );
+    b.wait_until("its wait for A", |w| w.stderr().contains("waiting up to"));
+    let a_run = b
+        .stderr()
+        .lines()
+        .find_map(|l| {
+            l.split_once(" for run ")?
+                .1
+                .split_once(' ')
+                .map(|(r, _)| r.to_string())
+        })
+        .unwrap_or_else(|| panic!("no holder in {}", b.stderr()));
+    // SIGKILL of A's run alone, mid-apply; the request it had sent reaches the cloud.
+    sigkill(a.child.id());
+    let killed = Instant::now();
+    gated.open();
+    let a = a.finish();
+    assert!(!a.status.success(), "A was killed: {}", text(&a.stderr));
+    let b = b.finish();
+    let err_b = text(&b.stderr);
+    assert!(b.status.success(), "{err_b}");
+    assert!(
+        err_b.contains(&format!("took over 1 claim(s) of run {a_run}")) && err_b.contains(ADDRESS),
+        "{err_b}"
+    );
+    // Nothing of A reached the cloud after the kill; B changed it once, after the kill.
+    let late: Vec<latency_proxy::Arrival> = gated
+        .arrivals()
+        .into_iter()
+        .filter(|c| c.at > killed + Duration::from_millis(500))
+        .collect();
+    assert!(late.is_empty(), "A's requests after the kill: {late:?}");
+    let writes: Vec<Call> = counted.take().into_iter().filter(changes_cloud).collect();
+    assert_eq!(
+        writes.iter().map(|c| c.target.clone()).collect::<Vec<_>>(),
+        vec![Some(PUT.to_string())]
+    );
+    assert!(writes[0].start > killed);
+    // Cloud equals record: B's value, written by B.
+    assert_eq!(cloud_value(&rt, &name).as_deref(), Some("next"));
+    assert_eq!(recorded_value(&root), "next");
+    assert_ne!(recorded_run(&root), a_run);
 }
