@@ -2,6 +2,7 @@
 
 mod door;
 mod door_records;
+mod door_races;
 mod migrate;
 mod own_provider;
 mod run_claims;
