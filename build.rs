@@ -3,6 +3,7 @@
 fn main() {
     let protos = [
         "tfplugin6/tfplugin6.proto",
+        "tfplugin5/tfplugin5.proto",
         "plugin/grpc_controller.proto",
         "plugin/grpc_stdio.proto",
         "plugin/grpc_broker.proto",

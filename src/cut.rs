@@ -115,6 +115,28 @@ pub enum Mechanism {
     UnreachedBudget,
     /// `run` checking the store once before it starts terraform.
     StorePreflight,
+    /// Writing no ANSI colour off a terminal or under `NO_COLOR` / `-no-color`.
+    NoColour,
+    /// Ending a `records` command quietly when its reader closed the pipe.
+    QuietPipe,
+    /// Counting `--wait` from the first refused claim (cut: from the run's start).
+    WaitFromRefusal,
+    /// Deleting a gone run's run record when its claims are taken over.
+    GoneRunRecord,
+    /// A destroy's closing line in `terraform destroy`'s words.
+    DestroyWords,
+    /// Comparing records in a canonical form: terraform's order of set-like lists is no change.
+    CanonicalCompare,
+    /// Telling how to write terraform's errored.tfstate after a refused state write.
+    ErroredAdvice,
+    /// The provider door checking each package it launches against the lock file's `h1:` hashes.
+    ProviderHashCheck,
+    /// `run`'s terraform and provider processes dying with `run` (a parent-death signal).
+    ParentDeath,
+    /// `run` starting the providers itself behind its provider door (cut: terraform starts them).
+    ProviderDoor,
+    /// The provider door writing each instance's record when its provider apply call returns.
+    ReturnRecords,
 }
 
 impl Mechanism {
@@ -169,6 +191,17 @@ impl Mechanism {
         Mechanism::ShimInsideRun,
         Mechanism::UnreachedBudget,
         Mechanism::StorePreflight,
+        Mechanism::NoColour,
+        Mechanism::QuietPipe,
+        Mechanism::WaitFromRefusal,
+        Mechanism::GoneRunRecord,
+        Mechanism::DestroyWords,
+        Mechanism::CanonicalCompare,
+        Mechanism::ErroredAdvice,
+        Mechanism::ProviderHashCheck,
+        Mechanism::ParentDeath,
+        Mechanism::ProviderDoor,
+        Mechanism::ReturnRecords,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -223,6 +256,17 @@ impl Mechanism {
             Mechanism::ShimInsideRun => "shim-inside-run",
             Mechanism::UnreachedBudget => "unreached-budget",
             Mechanism::StorePreflight => "store-preflight",
+            Mechanism::NoColour => "no-colour",
+            Mechanism::QuietPipe => "quiet-pipe",
+            Mechanism::WaitFromRefusal => "wait-from-refusal",
+            Mechanism::GoneRunRecord => "gone-run-record",
+            Mechanism::DestroyWords => "destroy-words",
+            Mechanism::CanonicalCompare => "canonical-compare",
+            Mechanism::ErroredAdvice => "errored-advice",
+            Mechanism::ProviderHashCheck => "provider-hash-check",
+            Mechanism::ParentDeath => "parent-death",
+            Mechanism::ProviderDoor => "provider-door",
+            Mechanism::ReturnRecords => "return-records",
         }
     }
 

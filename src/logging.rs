@@ -1,6 +1,7 @@
 //! Log output: hclog JSON on stderr in plugin mode (what a go-plugin host reads), human text in the CLI.
 
 use std::fmt;
+use std::io::IsTerminal;
 
 use serde_json::{Map, Value};
 use tracing::field::{Field, Visit};
@@ -37,7 +38,9 @@ pub fn init(format: LogFormat) {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
-    let base = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let base = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(colour(std::io::stderr().is_terminal()));
     let stderr: Boxed = match format {
         LogFormat::Human => base.with_filter(filter("warn")).boxed(),
         LogFormat::Json => base.json().with_filter(filter("warn")).boxed(),
@@ -48,6 +51,62 @@ pub fn init(format: LogFormat) {
         layers.push(export);
     }
     let _ = tracing_subscriber::registry().with(layers).try_init();
+}
+
+/// Whether a stream may carry ANSI colour: only a terminal, and never under `NO_COLOR` or terraform's `-no-color`.
+///
+/// `-no-color` counts on the command line and in `TF_CLI_ARGS` or `TF_CLI_ARGS_<command>`,
+/// where terraform itself takes it from.
+pub fn colour(terminal: bool) -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    colour_for(terminal, &args, |k| std::env::var(k).ok())
+}
+
+/// [`colour`] for these arguments (after the program's name) and this environment.
+pub fn colour_for(terminal: bool, args: &[String], env: impl Fn(&str) -> Option<String>) -> bool {
+    if crate::cut::cut(crate::cut::Mechanism::NoColour) {
+        return true;
+    }
+    if !terminal || env("NO_COLOR").is_some_and(|v| !v.is_empty()) {
+        return false;
+    }
+    let mut words: Vec<String> = args.to_vec();
+    let mut vars = vec!["TF_CLI_ARGS".to_string()];
+    if let Some(sub) = terraform_subcommand(args) {
+        vars.push(format!("TF_CLI_ARGS_{sub}"));
+    }
+    for var in vars {
+        if let Some(value) = env(&var) {
+            words.extend(value.split_whitespace().map(str::to_string));
+        }
+    }
+    !words.iter().any(|w| no_color_flag(w))
+}
+
+/// Whether `word` is terraform's `-no-color` (or `-no-color=true`).
+fn no_color_flag(word: &str) -> bool {
+    let body = word.trim_matches(|c| c == '"' || c == '\'');
+    let Some(body) = body.strip_prefix("--").or_else(|| body.strip_prefix('-')) else {
+        return false;
+    };
+    matches!(body, "no-color" | "no-color=true")
+}
+
+/// The terraform subcommand of `run [OPTIONS] [--] PROGRAM [GLOBAL] SUBCOMMAND ...`, if these are such arguments.
+fn terraform_subcommand(args: &[String]) -> Option<&str> {
+    let after = match args.iter().position(|a| a == "--") {
+        Some(i) => &args[i + 1..],
+        None => {
+            let run = args.iter().position(|a| a == "run")?;
+            let rest = &args[run + 1..];
+            let program = rest.iter().position(|a| !a.starts_with('-'))?;
+            &rest[program..]
+        }
+    };
+    let (_program, rest) = after.split_first()?;
+    rest.iter()
+        .find(|a| !a.starts_with('-'))
+        .map(String::as_str)
 }
 
 /// hclog's JSON line format.
@@ -130,5 +189,55 @@ where
         line.insert("@module".into(), Value::String("choudoufu-live".into()));
         let text = serde_json::to_string(&Value::Object(line)).map_err(|_| fmt::Error)?;
         writeln!(writer, "{text}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour_for;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_string).collect()
+    }
+
+    fn colour(terminal: bool, line: &str, env: &[(&str, &str)]) -> bool {
+        colour_for(terminal, &words(line), |k| {
+            env.iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        let apply = "run -- terraform apply";
+        assert!(colour(true, apply, &[]));
+        assert!(!colour(false, apply, &[]));
+        assert!(!colour(true, apply, &[("NO_COLOR", "1")]));
+        assert!(colour(true, apply, &[("NO_COLOR", "")]));
+        assert!(!colour(true, "run -- terraform apply -no-color", &[]));
+        assert!(!colour(
+            true,
+            "run -- terraform -chdir=x plan --no-color",
+            &[]
+        ));
+        assert!(!colour(
+            true,
+            apply,
+            &[("TF_CLI_ARGS", "-input=false -no-color")]
+        ));
+        assert!(!colour(true, apply, &[("TF_CLI_ARGS_apply", "-no-color")]));
+        assert!(colour(true, apply, &[("TF_CLI_ARGS_plan", "-no-color")]));
+        assert!(!colour(
+            true,
+            "run terraform -chdir=x plan",
+            &[("TF_CLI_ARGS_plan", "-no-color")]
+        ));
+        assert!(colour(
+            true,
+            "records ls",
+            &[("TF_CLI_ARGS_plan", "-no-color")]
+        ));
+        assert!(!colour(true, "records ls", &[("TF_CLI_ARGS", "-no-color")]));
     }
 }

@@ -5,10 +5,12 @@
 //! terraform state document and back ([`transfer`]); `recover` writes a run's recovery file ([`recover`]).
 
 mod address;
+mod claims;
 mod command;
 mod current;
 mod estate;
 mod history;
+mod out;
 mod recover;
 mod transfer;
 

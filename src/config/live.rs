@@ -25,6 +25,8 @@ pub struct LiveConfig {
     pub source: String,
     /// Where to list live objects by their markers (`markers "aws" { region = ... }`), if anywhere.
     pub markers: Option<MarkerListing>,
+    /// `provider_door`: whether `run` puts its provider door between terraform and the providers (default true).
+    pub provider_door: bool,
 }
 
 /// The provider settings `run` lists live objects with, to warn about marked objects no record names.
@@ -118,7 +120,7 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
     };
     let body = &found.block.body;
     let source = at(&found.file, found.text, found.block.span());
-    ctx.only(body, &["estate"], "the live block")?;
+    ctx.only(body, &["estate", "provider_door"], "the live block")?;
     let estate = match ctx.string(body, "estate", "the live block's")? {
         Some(name) => EstateName::parse(&name)
             .map_err(|m| ctx.invalid(body.get_attribute("estate").and_then(|a| a.span()), m))?,
@@ -162,11 +164,15 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
         }
     };
     let _ = root;
+    let provider_door = ctx
+        .boolean(body, "provider_door", "the live block's")?
+        .unwrap_or(true);
     Ok(LiveConfig {
         estate,
         store,
         source,
         markers,
+        provider_door,
     })
 }
 

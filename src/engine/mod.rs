@@ -12,6 +12,7 @@ pub mod markers;
 pub mod operation;
 pub mod plan_stamp;
 pub mod program;
+pub mod provider_return;
 pub mod read_cache;
 pub mod record;
 pub mod record_writes;

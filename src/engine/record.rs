@@ -8,7 +8,8 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use thiserror::Error;
 
-use crate::engine::digest::value_digest;
+use crate::cut::{Mechanism, cut};
+use crate::engine::digest::{canonical, value_digest};
 use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
 use crate::engine::state::{Instance, InstanceRank, Item, ResourceMeta};
@@ -191,9 +192,15 @@ impl Record {
     }
 
     /// Digest of what the record says about the resource, leaving out who wrote it and when.
+    ///
+    /// Compared in a canonical form: object keys in byte order ([`value_digest`]), and the
+    /// instance's lists that terraform treats as sets (`sensitive_attributes`, `dependencies`)
+    /// in a fixed order, so a state that only lists them in another order is no change.
     pub fn content_digest(&self) -> String {
         let (resource, instance, output) = match &self.item {
-            Item::Resource { meta, instance, .. } => (Some(meta), Some(instance), None),
+            Item::Resource { meta, instance, .. } => {
+                (Some(meta), Some(canonical_instance(instance)), None)
+            }
             Item::Output { output, .. } => (None, None, Some(output)),
         };
         value_digest(&json!({
@@ -246,6 +253,23 @@ impl Record {
 }
 
 /// Refuse bytes larger than any record, before they are parsed.
+/// The lists of a resource instance whose order carries no meaning to terraform.
+const SET_LISTS: &[&str] = &["sensitive_attributes", "dependencies"];
+
+/// `instance` with its [`SET_LISTS`] sorted by their items' canonical JSON.
+fn canonical_instance(instance: &Value) -> Value {
+    let mut out = instance.clone();
+    if cut(Mechanism::CanonicalCompare) {
+        return out;
+    }
+    for name in SET_LISTS {
+        if let Some(Value::Array(items)) = out.get_mut(*name) {
+            items.sort_by_cached_key(|item| canonical(item).to_string());
+        }
+    }
+    out
+}
+
 fn within_size(key: &str, bytes: &[u8]) -> Result<(), CorruptRecord> {
     if bytes.len() > MAX_RECORD_BYTES {
         return Err(CorruptRecord {

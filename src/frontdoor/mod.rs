@@ -3,10 +3,12 @@
 //! - [`http`]: a per-run loopback backend for terraform's `backend "http"` (stock terraform
 //!   and tofu of any version), served by `choudoufu-live run -- terraform ...`;
 //! - [`plugin`]: the go-plugin gRPC server terraform launches, with the tfplugin6 state
-//!   store and the `choudoufu.live.v1` record protocol.
+//!   store and the `choudoufu.live.v1` record protocol;
+//! - [`provider`]: the provider door `run` puts between terraform and each provider plugin.
 
 pub mod http;
 pub mod plugin;
+pub mod provider;
 
 /// The answer to every lock request, at every door: there is no lock.
 pub const NO_LOCK: &str =

@@ -1,6 +1,6 @@
 //! The approval between plan and apply, asked as terraform asks it: only `yes` approves.
 
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 
 use super::command::PlanKind;
 use super::say::{self, Answered};
@@ -35,9 +35,10 @@ fn read_line() -> Result<Option<String>, std::io::Error> {
     Ok(Some(String::from_utf8_lossy(&line).trim().to_string()))
 }
 
-/// Ask for approval on stdout and read the answer (a signal ends the wait); print terraform's own words for a refusal.
-pub async fn ask(kind: PlanKind, color: bool, signals: &Signals) -> Answer {
-    say::ask(kind, color);
+/// Ask for approval on stdout (bold only on a terminal and without `no_color`, see [`crate::logging::colour`]) and read the answer (a signal ends the wait); print terraform's own words for a refusal.
+pub async fn ask(kind: PlanKind, no_color: bool, signals: &Signals) -> Answer {
+    let colour = !no_color && crate::logging::colour(std::io::stdout().is_terminal());
+    say::ask(kind, colour);
     let read = tokio::task::spawn_blocking(read_line);
     let answer = tokio::select! {
         r = read => match r {

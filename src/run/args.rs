@@ -14,13 +14,25 @@ fn duration(text: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{e}: give a duration such as 90s, 10m or 1h30m"))
 }
 
+/// `--provider-door`: whether `run` starts the providers itself and puts its door between them and terraform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DoorSwitch {
+    /// Through the door.
+    On,
+    /// As terraform starts them.
+    Off,
+}
+
 /// Run terraform or tofu with the state served from the estate's records.
 ///
 /// Starts a loopback HTTP backend for this one run, points the root's empty
 /// `backend "http" {}` at it through TF_HTTP_ADDRESS, and runs the command with its
 /// input and output passed through. An `apply` or `destroy` is planned first, approved
 /// as terraform asks, and every change of the plan is claimed before terraform applies
-/// it, so no two runs make the same change at once. Prints what was written and every
+/// it, so no two runs make the same change at once. For plan, apply, destroy, refresh
+/// and import, `run` starts the root's locked providers itself, each checked against the
+/// lock file's hashes, and hands terraform a proxy for each (--provider-door), so a killed
+/// run takes terraform and every provider call with it. Prints what was written and every
 /// named conflict. When the record store does not answer and terraform cannot save its
 /// state, `run` keeps that state and writes it once terraform exits, conditionally on the
 /// versions it read, for up to --flush-timeout; past that, it leaves it in a recovery file
@@ -40,6 +52,10 @@ pub struct RunArgs {
     /// When the record store does not answer and terraform could not save its state, keep trying to write that state for up to DURATION after terraform exits; then leave it in a recovery file (exit status 6) for `records recover`.
     #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "5m")]
     pub flush_timeout: Duration,
+
+    /// `off`: let terraform start its providers itself, as without `run` (a killed apply then loses the records of what terraform created since its last save). The default is the root's live block `provider_door`, else on.
+    #[arg(long, value_name = "on|off", value_enum)]
+    pub provider_door: Option<DoorSwitch>,
 
     /// The command and its arguments, after `--`: e.g. `-- terraform apply -auto-approve`.
     #[arg(

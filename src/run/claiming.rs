@@ -21,12 +21,50 @@ pub enum Claimed {
     Refused(i32),
 }
 
-/// Claim `set`'s changes for `attempt`; with `--wait`, wait until `deadline` for the claims in the way.
+/// How long `--wait` may still wait: the whole budget from the run's first refused claim, shared by every attempt after it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitBudget {
+    /// No `--wait`: a refused claim ends the run.
+    None,
+    /// `--wait=DURATION`, and no claim was refused yet: the clock has not started.
+    Unstarted(Duration),
+    /// The first refusal came: waiting ends at this instant.
+    Until(Instant),
+}
+
+impl WaitBudget {
+    /// The budget of `--wait` (none without it).
+    pub fn new(wait: Option<Duration>) -> WaitBudget {
+        match wait {
+            // The cut: the clock starts with the run, as `--wait` once counted.
+            Some(w) if crate::cut::cut(crate::cut::Mechanism::WaitFromRefusal) => {
+                WaitBudget::Until(Instant::now() + w)
+            }
+            Some(w) => WaitBudget::Unstarted(w),
+            None => WaitBudget::None,
+        }
+    }
+
+    /// A claim was refused at `now`: when waiting ends (the clock starts at the first refusal), or `None` without `--wait`.
+    pub fn refused_at(&mut self, now: Instant) -> Option<Instant> {
+        match *self {
+            WaitBudget::None => None,
+            WaitBudget::Unstarted(w) => {
+                let until = now + w;
+                *self = WaitBudget::Until(until);
+                Some(until)
+            }
+            WaitBudget::Until(until) => Some(until),
+        }
+    }
+}
+
+/// Claim `set`'s changes for `attempt`; with `--wait`, wait out what is left of `budget` for the claims in the way.
 pub async fn claim(
     ctx: &mut Ctx,
     attempt: &Attempt,
     set: &ChangeSet,
-    deadline: Option<Instant>,
+    budget: &mut WaitBudget,
 ) -> Result<Claimed, RunError> {
     let run = Runner {
         run_id: &ctx.run_id,
@@ -49,7 +87,7 @@ pub async fn claim(
         Claim::Refused(refused) => refused,
     };
     telemetry::metrics().conflicts(ConflictKind::InFlight, 1);
-    let Some(deadline) = deadline else {
+    let Some(deadline) = budget.refused_at(Instant::now()) else {
         say::in_flight(&refused);
         return Ok(Claimed::Refused(EXIT_IN_FLIGHT));
     };
@@ -127,5 +165,28 @@ async fn report_takeovers(ctx: &Ctx, hold: &Hold) {
             }
             Err(e) => say::marker_listing_failed(&address, e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_counts_from_the_first_refusal_and_is_shared_after_it() {
+        let start = Instant::now();
+        let mut budget = WaitBudget::new(Some(Duration::from_secs(180)));
+        // The plan took 20 s before the first refusal: the whole 3m is still left.
+        let first = start + Duration::from_secs(20);
+        assert_eq!(
+            budget.refused_at(first),
+            Some(first + Duration::from_secs(180))
+        );
+        // Released, planned again and refused again: the same end, not a fresh 3m.
+        assert_eq!(
+            budget.refused_at(first + Duration::from_secs(100)),
+            Some(first + Duration::from_secs(180))
+        );
+        assert_eq!(WaitBudget::new(None).refused_at(first), None);
     }
 }

@@ -156,6 +156,11 @@ impl Attempt {
         self.backend.session()
     }
 
+    /// The attempt's backend (its session's door for terraform).
+    pub fn backend(&self) -> &Arc<Backend> {
+        &self.backend
+    }
+
     /// Hold `claims` until the attempt ends.
     pub fn hold(&mut self, claims: Hold) {
         self.claims = claims;

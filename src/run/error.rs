@@ -58,6 +58,9 @@ pub enum RunError {
         "terraform planned without reading the state through this run, so its changes cannot be checked; nothing was applied"
     )]
     Unread,
+    /// The provider door could not open, or refused the plan.
+    #[error(transparent)]
+    Door(#[from] crate::frontdoor::provider::DoorError),
     /// The command line names no command.
     #[error("run needs a command: choudoufu-live run -- terraform apply")]
     NoCommand,

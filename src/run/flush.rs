@@ -39,6 +39,9 @@ fn gist(e: &SessionError) -> String {
 /// Write `session`'s unwritten state, if it has one: with backoff until `ctx`'s flush timeout (a signal ends it), then into a recovery file.
 pub async fn flush(ctx: &Ctx, session: &Session) -> Result<Flushed, RunError> {
     let Some(first) = session.unwritten().await else {
+        if let Some(why) = session.refused().await {
+            say_unsaved(ctx, &why);
+        }
         return Ok(Flushed::Nothing);
     };
     if cut(Mechanism::Flush) {
@@ -164,6 +167,17 @@ async fn recover_later(ctx: &Ctx, session: &Session) -> Flushed {
             Flushed::Lost
         }
     }
+}
+
+/// terraform's last state write was refused for a reason trying again would not mend: if it left errored.tfstate, say how to write it once the cause is fixed.
+fn say_unsaved(ctx: &Ctx, why: &str) {
+    let errored = ctx.cmd.dir().join("errored.tfstate");
+    if !errored.is_file() {
+        return;
+    }
+    let errored = std::fs::canonicalize(&errored).unwrap_or(errored);
+    let root = std::fs::canonicalize(&ctx.root).unwrap_or_else(|_| ctx.root.clone());
+    say::unsaved_errored(why, &errored, &root);
 }
 
 /// What terraform's errored.tfstate in `dir` is now, if terraform wrote one.

@@ -31,7 +31,7 @@ use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
 use crate::engine::session::RunInfo;
 use crate::store;
-pub use args::{DEFAULT_FLUSH_TIMEOUT, DEFAULT_RUN_HEARTBEAT, RunArgs};
+pub use args::{DEFAULT_FLUSH_TIMEOUT, DEFAULT_RUN_HEARTBEAT, DoorSwitch, RunArgs};
 use claims::Heartbeat;
 use command::ApplyCommand;
 pub use command::TfCommand;
@@ -89,10 +89,18 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         span.record("store.kind", store.kind().as_str());
         span.record("terraform.subcommand", cmd.sub().unwrap_or(""));
     }
+    let door = match args.provider_door {
+        Some(switch) => switch == DoorSwitch::On,
+        None => config.provider_door,
+    } && !cut(Mechanism::ProviderDoor);
+    if !door && matches!(cmd.sub(), Some("apply" | "destroy")) {
+        say::provider_door_off();
+    }
     let mut ctx = Ctx {
         tf: Terraform {
             program: program.clone(),
             global: cmd.global.clone(),
+            door: door.then(|| terraform::DoorCell::new(root.clone())),
         },
         layout: Layout::new(config.estate.clone()),
         guard: store::guard_for(&config.store),

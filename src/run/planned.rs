@@ -8,10 +8,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitStatus;
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::approve::{self, Answer};
-use super::claiming::{self, Claimed};
+use super::claiming::{self, Claimed, WaitBudget};
 use super::command::{self, ApplySplit};
 use super::context::{Attempt, Ctx};
 use super::deletes;
@@ -19,10 +18,11 @@ use super::error::{EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError};
 use super::flush::{self, Flushed};
 use super::outputs::{self, Reconcile};
 use super::steps::{self, Applied, Plan};
-use super::terraform::{self, PlanDir};
+use super::terraform::{self, PlanDir, Stdout};
 use super::{say, summary};
 use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanRefused, PlanStamp};
 use crate::frontdoor::http::{Backend, RunSummary};
+use crate::frontdoor::provider::Recorder;
 use crate::telemetry::{self, ConflictKind};
 
 /// How often a plain apply is planned again because its own changes moved before it claimed them.
@@ -60,13 +60,17 @@ fn refuse_plan(e: PlanRefused) -> i32 {
     EXIT_PLAN_REFUSED
 }
 
-/// A checked plan to apply: its changes, its stamp, the keys checked, terraform's arguments, and how long `--wait` waits.
+/// A checked plan to apply: its changes, its stamp, the keys checked, terraform's arguments, and what is left of `--wait`.
 struct Apply<'a> {
+    /// The plan, as `show -json` gives it (the provider door records each return against it).
+    plan: &'a serde_json::Value,
     set: &'a ChangeSet,
     stamp: &'a PlanStamp,
     keys: &'a BTreeSet<String>,
     args: &'a [String],
-    deadline: Option<Instant>,
+    budget: &'a mut WaitBudget,
+    /// How terraform's output reaches the user (a destroy's closing line in `destroy`'s words).
+    stdout: Stdout,
 }
 
 /// Claim the plan's changes for `attempt`, check that none of its keys moved since its stamp, apply it; then write what terraform could not save (see [`flush`]), with the claims still held.
@@ -79,21 +83,35 @@ async fn claim_and_apply(
     if let Some(code) = deletes::refuse(ctx, apply.set).await? {
         return Ok(Step::Exit(code));
     }
-    match claiming::claim(ctx, attempt, apply.set, apply.deadline).await? {
+    match claiming::claim(ctx, attempt, apply.set, apply.budget).await? {
         Claimed::Held(hold) => attempt.hold(hold),
         Claimed::Released => return Ok(Step::Again),
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
     }
-    Ok(
-        match steps::apply_pinned(ctx, attempt, apply.stamp, apply.keys, apply.args).await? {
-            Applied::Ran(status) => Step::Ran(Box::new(Ran {
-                status,
-                flushed: flush::flush(ctx, attempt.session()).await?,
-                reconcile,
-            })),
-            Applied::Moved(moved) => Step::Moved(moved),
-        },
+    let door = ctx.tf.door();
+    if let Some(door) = door {
+        door.record_returns(Some(Recorder::new(attempt.backend().clone(), apply.plan)));
+    }
+    let applied = steps::apply_pinned_with(
+        ctx,
+        attempt,
+        apply.stamp,
+        apply.keys,
+        apply.args,
+        apply.stdout,
     )
+    .await;
+    if let Some(door) = door {
+        door.record_returns(None);
+    }
+    Ok(match applied? {
+        Applied::Ran(status) => Step::Ran(Box::new(Ran {
+            status,
+            flushed: flush::flush(ctx, attempt.session()).await?,
+            reconcile,
+        })),
+        Applied::Moved(moved) => Step::Moved(moved),
+    })
 }
 
 /// After terraform applied: the summary, the unrecorded-object warning, the output reconcile, and the exit status.
@@ -130,12 +148,12 @@ async fn finish(
 pub async fn planned_apply(ctx: &mut Ctx, split: &ApplySplit) -> Result<i32, RunError> {
     let dir = PlanDir::new()?;
     let plan = dir.file("run.tfplan");
-    let deadline = ctx.wait.map(|w| Instant::now() + w);
+    let mut budget = WaitBudget::new(ctx.wait);
     let mut replans = 0;
     loop {
         let _ = std::fs::remove_file(&plan);
         let mut attempt = Attempt::start(ctx).await?;
-        let step = plan_and_apply(ctx, &mut attempt, split, &plan, deadline).await;
+        let step = plan_and_apply(ctx, &mut attempt, split, &plan, &mut budget).await;
         let ended = attempt.end().await;
         match step? {
             Step::Exit(code) => {
@@ -162,7 +180,7 @@ async fn plan_and_apply(
     attempt: &mut Attempt,
     split: &ApplySplit,
     plan: &Path,
-    deadline: Option<Instant>,
+    budget: &mut WaitBudget,
 ) -> Result<Step, RunError> {
     // The plan is an inner step: terraform need not say how to apply the file.
     let env = [("TF_IN_AUTOMATION", "1")];
@@ -174,7 +192,7 @@ async fn plan_and_apply(
     let ephemeral = command::ephemeral_variables(&dir, &json);
     let needs_approval = json["applyable"].as_bool().unwrap_or(true);
     if !split.auto_approve && needs_approval {
-        match approve::ask(split.kind, !split.no_color, &ctx.signals).await {
+        match approve::ask(split.kind, split.no_color, &ctx.signals).await {
             Answer::Approved => {}
             Answer::Cancelled | Answer::Unanswered(_) => return Ok(Step::Exit(1)),
         }
@@ -191,11 +209,13 @@ async fn plan_and_apply(
         env: Vec::new(),
     };
     let apply = Apply {
+        plan: &json,
         set: &set,
         stamp: &stamp,
         keys: &keys,
         args: &args,
-        deadline,
+        budget,
+        stdout: summary::terraform_stdout(split.kind),
     };
     claim_and_apply(ctx, attempt, apply, reconcile).await
 }
@@ -207,20 +227,25 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
         Err(e) => return Ok(refuse_plan(e.into())),
     };
     let json = ctx.tf.show_json(file).await?;
+    ctx.tf.open_door().await?;
+    ctx.tf.check_plan_providers(&json)?;
     let set = ChangeSet::from_plan_json(&json)?;
     let keys = set.keys(&ctx.layout);
-    let deadline = ctx.wait.map(|w| Instant::now() + w);
+    let mut budget = WaitBudget::new(ctx.wait);
     let mut args = vec!["apply".to_string()];
     args.extend(ctx.cmd.args.iter().cloned());
     loop {
         // The server starts only once the plan's changes are claimed and have not moved.
         let mut attempt = Attempt::unserved(ctx.session());
         let apply = Apply {
+            plan: &json,
             set: &set,
             stamp: &stamp,
             keys: &keys,
             args: &args,
-            deadline,
+            budget: &mut budget,
+            // `apply FILE` keeps terraform's words, a destroy plan's among them.
+            stdout: Stdout::Inherit,
         };
         let reconcile = Reconcile::for_saved_plan(split, &json);
         let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;

@@ -57,7 +57,9 @@ fn distinct(errors: &[String]) -> Vec<String> {
 pub fn nothing_to_unlock() {
     println!("{NO_LOCK}");
     println!(
-        "Nothing was changed: a run that was stopped leaves nothing held, so there is nothing to unlock."
+        "Nothing was changed. A run that ends, or is interrupted, releases its claims. A run killed with SIGKILL (or whose machine died) leaves them standing for up to three heartbeats after its last one ({} with the default --heartbeat={}); then the next run that needs them takes them over. `choudoufu-live records claims` shows who holds what now.",
+        seconds(super::args::DEFAULT_RUN_HEARTBEAT * crate::engine::claims::MISSED_BEATS),
+        seconds(super::args::DEFAULT_RUN_HEARTBEAT),
     );
 }
 
@@ -434,6 +436,16 @@ pub fn errored_state(written: bool) {
     }
 }
 
+/// terraform's last state write was refused (not for the store's absence, not a conflict) and it wrote errored.tfstate: how to write it once the cause is fixed.
+pub fn unsaved_errored(why: &str, errored: &Path, root: &Path) {
+    line(format_args!(
+        "terraform could not save its last state through this run ({why}); it is in {}, which holds what terraform did. Once the cause is fixed, write it with\n    choudoufu-live --root {} records import {}\n  (conditional creates only: when an address already has a record it refuses, naming them, and writes nothing). Do not `terraform state push` it: that writes it against the records as they are then and could undo another run's changes.",
+        errored.display(),
+        root.display(),
+        errored.display()
+    ));
+}
+
 // The approval, as terraform words it.
 
 impl PlanKind {
@@ -503,4 +515,18 @@ pub fn answered(kind: PlanKind, answer: Answered<'_>) {
         }
     }
     let _ = out.flush();
+}
+
+/// The provider door is off: what a killed apply then loses.
+pub fn provider_door_off() {
+    warning(
+        "the provider door is off: a killed apply loses the record of whatever terraform created since its last save (terraform saves about every 20 s), and a killed run no longer stops the provider calls its terraform makes",
+    );
+}
+
+/// terraform died of a signal `run` did not send: what the summary below then means.
+pub fn terraform_killed(program: &str, signal: &str) {
+    warning(format!(
+        "{program} was killed ({signal}) before it finished; only what it saved before it died is recorded (named below, if anything)"
+    ));
 }

@@ -7,6 +7,7 @@ use std::process::ExitStatus;
 
 use super::context::{Attempt, Ctx};
 use super::error::RunError;
+use super::terraform::Stdout;
 use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanStamp};
 use crate::engine::session::Session;
 
@@ -37,6 +38,7 @@ pub async fn plan(
         return Ok(Plan::Failed(status));
     }
     let json = ctx.tf.show_json(file).await?;
+    ctx.tf.check_plan_providers(&json)?;
     let set = ChangeSet::from_plan_json(&json)?;
     Ok(Plan::Made { json, set })
 }
@@ -79,6 +81,18 @@ pub async fn apply_pinned(
     keys: &BTreeSet<String>,
     args: &[String],
 ) -> Result<Applied, RunError> {
+    apply_pinned_with(ctx, attempt, stamp, keys, args, Stdout::Inherit).await
+}
+
+/// [`apply_pinned`], terraform's output passed through as `stdout` says (a destroy's closing line in `destroy`'s words).
+pub async fn apply_pinned_with(
+    ctx: &Ctx,
+    attempt: &mut Attempt,
+    stamp: &PlanStamp,
+    keys: &BTreeSet<String>,
+    args: &[String],
+    stdout: Stdout,
+) -> Result<Applied, RunError> {
     let session = attempt.session();
     session.refresh().await?;
     let pin = match stamp.check(keys, &session.snapshot().await) {
@@ -93,5 +107,9 @@ pub async fn apply_pinned(
     attempt.claims().lend(session).await;
     session.reconcile_outputs().await;
     let server = attempt.serve(ctx).await?;
-    Ok(Applied::Ran(ctx.terraform(args, server, &[]).await?))
+    Ok(Applied::Ran(
+        ctx.tf
+            .run_with(args, server, &[], &ctx.signals, stdout)
+            .await?,
+    ))
 }

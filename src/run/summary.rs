@@ -3,13 +3,16 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::command::PlanKind;
 use super::context::Ctx;
 use super::error::{EXIT_UNWRITTEN, RunError};
 use super::flush::Flushed;
 use super::say::{self, Carried};
 use super::steps;
+use super::terraform::Stdout;
 use crate::cloud::aws::markers::AwsLister;
 use crate::config::LiveConfig;
+use crate::cut::{Mechanism, cut};
 use crate::engine::session::RecordConflictError;
 use crate::frontdoor::http::{Backend, RunSummary};
 
@@ -51,6 +54,40 @@ pub fn print(config: &LiveConfig, mut s: RunSummary, flushed: &Flushed) -> RunSu
     };
     say::summary(&config.estate, &s, carried, &conflict);
     s
+}
+
+/// How terraform's output of a planned apply of `kind` reaches the user: a destroy's through [`destroy_words`].
+pub fn terraform_stdout(kind: PlanKind) -> Stdout {
+    match kind {
+        PlanKind::Destroy if !cut(Mechanism::DestroyWords) => Stdout::Rewritten(destroy_words),
+        PlanKind::Destroy | PlanKind::Apply | PlanKind::RefreshOnly => Stdout::Inherit,
+    }
+}
+
+/// terraform's closing line of a destroy as `terraform destroy` words it (`Destroy complete! Resources: N destroyed.`).
+///
+/// `run` applies a destroy as `terraform apply FILE`, whose closing line is `Apply complete!
+/// Resources: 0 added, 0 changed, N destroyed.`; in `-json` the `change_summary` message and
+/// its `operation` (`apply`) are put in `destroy`'s words too. Any other line is left alone.
+pub fn destroy_words(line: &str) -> Option<String> {
+    const APPLIED: &str = "Apply complete! Resources: 0 added, 0 changed, ";
+    const DESTROYED: &str = " destroyed.";
+    let start = line.find(APPLIED)?;
+    let after = &line[start + APPLIED.len()..];
+    let digits = after.chars().take_while(char::is_ascii_digit).count();
+    let rest = after[digits..].strip_prefix(DESTROYED)?;
+    if digits == 0 {
+        return None;
+    }
+    let n = &after[..digits];
+    let mut out = format!(
+        "{}Destroy complete! Resources: {n} destroyed.{rest}",
+        &line[..start]
+    );
+    if out.contains(r#""type":"change_summary""#) {
+        out = out.replace(r#""operation":"apply""#, r#""operation":"destroy""#);
+    }
+    Some(out)
 }
 
 /// Stamp the saved plan `file` with the record versions the plan read.
@@ -113,5 +150,37 @@ async fn warn_unrecorded(config: &LiveConfig, provider: &serde_json::Value, back
             }
         }
         Err(e) => say::listing_failed(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::destroy_words;
+
+    #[test]
+    fn a_destroy_ends_in_destroys_words() {
+        assert_eq!(
+            destroy_words("Apply complete! Resources: 0 added, 0 changed, 5 destroyed.\n")
+                .as_deref(),
+            Some("Destroy complete! Resources: 5 destroyed.\n")
+        );
+        assert_eq!(
+            destroy_words("\u{1b}[0m\u{1b}[1m\u{1b}[32mApply complete! Resources: 0 added, 0 changed, 12 destroyed.\u{1b}[0m\n").as_deref(),
+            Some("\u{1b}[0m\u{1b}[1m\u{1b}[32mDestroy complete! Resources: 12 destroyed.\u{1b}[0m\n")
+        );
+        let json = r#"{"@level":"info","@message":"Apply complete! Resources: 0 added, 0 changed, 3 destroyed.","@module":"terraform.ui","changes":{"add":0,"change":0,"import":0,"remove":3,"operation":"apply"},"type":"change_summary"}"#;
+        assert_eq!(
+            destroy_words(json).as_deref(),
+            Some(
+                r#"{"@level":"info","@message":"Destroy complete! Resources: 3 destroyed.","@module":"terraform.ui","changes":{"add":0,"change":0,"import":0,"remove":3,"operation":"destroy"},"type":"change_summary"}"#
+            )
+        );
+        for other in [
+            "Apply complete! Resources: 1 added, 0 changed, 5 destroyed.",
+            "Apply complete! Resources: 0 added, 0 changed, destroyed.",
+            "terraform_data.a: Destruction complete after 0s",
+        ] {
+            assert_eq!(destroy_words(other), None, "{other}");
+        }
     }
 }

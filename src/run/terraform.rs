@@ -1,7 +1,8 @@
-//! Terraform's child processes: their environment, the signals passed on, `show -json`, and the private folder for temporary plans.
+//! Terraform's child processes: their environment, the signals passed on, the provider door, `show -json`, and the private folder for temporary plans.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -10,10 +11,44 @@ use tokio::process::Command;
 use super::error::RunError;
 use super::signals::{Caught, Signals};
 use crate::frontdoor::http::Server;
+use crate::frontdoor::provider::launch::die_with_parent;
+use crate::frontdoor::provider::{Door, DoorError};
 
 /// Point terraform's `backend "http"` at this run's server, with the run's credentials.
 pub fn child_env(cmd: &mut Command, server: &Server) {
     cmd.envs(server.terraform_env());
+}
+
+/// The terraform commands that call providers and so go through the provider door (never `init`).
+const DOOR_COMMANDS: &[&str] = &["plan", "apply", "destroy", "refresh", "import"];
+
+/// The provider door of one run, opened by the first command that calls providers and kept to the end.
+pub struct DoorCell {
+    root: PathBuf,
+    door: tokio::sync::OnceCell<Door>,
+}
+
+impl DoorCell {
+    /// A door for the root at `root`, not yet open.
+    pub fn new(root: PathBuf) -> Arc<DoorCell> {
+        Arc::new(DoorCell {
+            root,
+            door: tokio::sync::OnceCell::new(),
+        })
+    }
+
+    async fn open(&self) -> Result<&Door, DoorError> {
+        self.door.get_or_try_init(|| Door::open(&self.root)).await
+    }
+}
+
+impl std::fmt::Debug for DoorCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DoorCell")
+            .field("root", &self.root)
+            .field("open", &self.door.initialized())
+            .finish()
+    }
 }
 
 /// One terraform program and its global options (`-chdir=DIR`).
@@ -23,9 +58,51 @@ pub struct Terraform {
     pub program: String,
     /// The options before the subcommand.
     pub global: Vec<String>,
+    /// The provider door, unless it is off.
+    pub door: Option<Arc<DoorCell>>,
 }
 
 impl Terraform {
+    /// The door's environment for the command `args` (the subcommand first): none unless it calls providers.
+    async fn door_env(&self, args: &[String]) -> Result<Vec<(&'static str, String)>, RunError> {
+        let Some(cell) = &self.door else {
+            return Ok(Vec::new());
+        };
+        if !args
+            .first()
+            .is_some_and(|sub| DOOR_COMMANDS.contains(&sub.as_str()))
+        {
+            return Ok(Vec::new());
+        }
+        let door = cell.open().await?;
+        Ok(door
+            .env()
+            .into_iter()
+            .map(|(k, v)| (k, v.to_string()))
+            .collect())
+    }
+
+    /// The provider door, once open.
+    pub fn door(&self) -> Option<&Door> {
+        self.door.as_ref().and_then(|c| c.door.get())
+    }
+
+    /// Open the door now, unless it is off or open already.
+    pub async fn open_door(&self) -> Result<(), RunError> {
+        if let Some(cell) = &self.door {
+            cell.open().await?;
+        }
+        Ok(())
+    }
+
+    /// Refuse a plan that uses a provider the door does not proxy (nothing to check when it is off or unused).
+    pub fn check_plan_providers(&self, plan: &serde_json::Value) -> Result<(), RunError> {
+        if let Some(door) = self.door.as_ref().and_then(|c| c.door.get()) {
+            door.check_plan(plan)?;
+        }
+        Ok(())
+    }
+
     /// Run `program [global] args` against `server`, its input and output passed through.
     ///
     /// SIGINT reaches terraform from the terminal too: it stops gracefully and saves its state,
@@ -37,23 +114,60 @@ impl Terraform {
         env: &[(&str, &str)],
         signals: &Signals,
     ) -> Result<ExitStatus, RunError> {
+        self.run_with(args, server, env, signals, Stdout::Inherit)
+            .await
+    }
+
+    /// [`Terraform::run`], its standard output passed through as `stdout` says.
+    pub async fn run_with(
+        &self,
+        args: &[String],
+        server: &Server,
+        env: &[(&str, &str)],
+        signals: &Signals,
+        stdout: Stdout,
+    ) -> Result<ExitStatus, RunError> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.global)
             .args(args)
             .stdin(Stdio::inherit())
-            .stdout(Stdio::inherit())
+            .stdout(match stdout {
+                Stdout::Inherit => Stdio::inherit(),
+                Stdout::Rewritten(_) => Stdio::piped(),
+            })
             .stderr(Stdio::inherit());
         child_env(&mut cmd, server);
         for (k, v) in env {
             cmd.env(k, v);
         }
+        for (k, v) in self.door_env(args).await? {
+            cmd.env(k, v);
+        }
+        // A killed run stops its terraform: terraform is asked to stop as at an interrupt.
+        die_with_parent(&mut cmd, Signal::SIGTERM);
         let mut child = cmd.spawn().map_err(|source| RunError::Start {
             program: self.program.clone(),
             source,
         })?;
+        let copy = match (stdout, child.stdout.take()) {
+            (Stdout::Rewritten(rewrite), Some(out)) => Some(tokio::spawn(copy_lines(out, rewrite))),
+            _ => None,
+        };
         loop {
             tokio::select! {
-                status = child.wait() => return Ok(status?),
+                status = child.wait() => {
+                    if let Some(copy) = copy {
+                        // A process terraform left behind may hold the pipe open: its output is not waited for long.
+                        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), copy).await;
+                    }
+                    let status = status?;
+                    use std::os::unix::process::ExitStatusExt;
+                    if let Some(signal) = status.signal() {
+                        let name = Signal::try_from(signal).map_or_else(|_| signal.to_string(), |s| s.as_str().to_string());
+                        super::say::terraform_killed(&self.program, &name);
+                    }
+                    return Ok(status);
+                }
                 caught = signals.next() => match caught {
                     Caught::Interrupt => {
                         tracing::info!("interrupt: waiting for {} to stop", self.program);
@@ -103,6 +217,35 @@ impl Terraform {
     }
 }
 
+/// How terraform's standard output reaches the user.
+#[derive(Clone, Copy, Debug)]
+pub enum Stdout {
+    /// Straight through: terraform writes to this process's stdout.
+    Inherit,
+    /// Line by line through this process, each line `rewrite` answers replaced by its answer.
+    Rewritten(fn(&str) -> Option<String>),
+}
+
+/// Copy terraform's output to stdout line by line, rewriting as `rewrite` says; a stdout that fails still drains terraform's.
+async fn copy_lines(out: tokio::process::ChildStdout, rewrite: fn(&str) -> Option<String>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let mut reader = BufReader::new(out);
+    let mut to = tokio::io::stdout();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let rewritten = std::str::from_utf8(&line).ok().and_then(rewrite);
+        let bytes = rewritten.as_ref().map_or(&line[..], |new| new.as_bytes());
+        // A stdout that fails (its reader gone) must not stop terraform: its output is still drained.
+        let _ = to.write_all(bytes).await;
+        let _ = to.flush().await;
+    }
+}
+
 /// Terraform's exit status as a number (128 + the signal when it was killed).
 pub fn code(status: ExitStatus) -> i32 {
     match status.code() {
@@ -126,48 +269,17 @@ pub struct PlanDir(tempfile::TempDir);
 impl PlanDir {
     /// A fresh folder in the system's temporary folder (`TMPDIR`).
     pub fn new() -> Result<PlanDir, RunError> {
-        use std::os::unix::fs::MetadataExt;
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{PLAN_DIR_PREFIX}{}-", std::process::id()))
-            .tempdir()
-            .map_err(|source| RunError::File {
+        let dir = crate::store::private_folder::create(PLAN_DIR_PREFIX).map_err(|source| {
+            RunError::File {
                 what: "cannot make a private folder for the plan".into(),
                 source,
-            })?;
-        if let Ok(meta) = std::fs::metadata(dir.path()) {
-            sweep_dead(meta.uid());
-        }
+            }
+        })?;
         Ok(PlanDir(dir))
     }
 
     /// The path of a plan file in it.
     pub fn file(&self, name: &str) -> PathBuf {
         self.0.path().join(name)
-    }
-}
-
-/// Remove plan folders of this user whose run is gone.
-fn sweep_dead(me: u32) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().to_string();
-        let Some(pid) = name
-            .strip_prefix(PLAN_DIR_PREFIX)
-            .and_then(|rest| rest.split('-').next())
-            .and_then(|p| p.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let ours = e.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
-        let gone = matches!(
-            kill(Pid::from_raw(pid), None),
-            Err(nix::errno::Errno::ESRCH)
-        );
-        if ours && gone {
-            let _ = std::fs::remove_dir_all(e.path());
-        }
     }
 }

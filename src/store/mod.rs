@@ -23,6 +23,7 @@ pub mod listing;
 pub mod local;
 pub mod open;
 pub mod private_file;
+pub mod private_folder;
 pub mod record_store;
 pub mod retry;
 pub mod s3;

@@ -1,19 +1,24 @@
 //! A loopback proxy for the bench's S3 latency model: it holds every HTTP request for a fixed
 //! delay before forwarding it to the peer, and logs each call (method, path, bytes each way,
 //! when it arrived and when its answer left), so a read's requests, bytes and sequential
-//! round trips can be counted for both sides alike.
+//! round trips can be counted for both sides alike. Its gated mode holds the requests of chosen
+//! AWS JSON actions (the `X-Amz-Target` header, e.g. `AmazonSSM.PutParameter`) until the test
+//! opens the gate, so a test can keep one run's cloud call in flight for as long as it needs.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
 
 /// One request through the proxy.
 #[derive(Clone, Debug)]
 pub struct Call {
     pub method: String,
     pub path: String,
+    /// The AWS JSON action (`X-Amz-Target`), when the request names one.
+    pub target: Option<String>,
     /// Request bytes (head and body).
     pub up: usize,
     /// Answer bytes (head and body).
@@ -28,6 +33,43 @@ pub struct Call {
 pub struct Proxy {
     pub endpoint: String,
     log: Arc<Mutex<Vec<Call>>>,
+    gate: Arc<Gate>,
+}
+
+/// A request as it arrived, before the proxy forwards (or holds) it.
+#[derive(Clone, Debug)]
+pub struct Arrival {
+    /// The AWS JSON action (`X-Amz-Target`), when the request names one.
+    pub target: Option<String>,
+    /// When the whole request had arrived.
+    pub at: Instant,
+}
+
+/// The actions a gated proxy holds, the arrivals it has seen, and whether its gate is open.
+struct Gate {
+    targets: Vec<String>,
+    open: watch::Sender<bool>,
+    /// Every request that has arrived (answered or not), in order.
+    arrived: Mutex<Vec<Arrival>>,
+}
+
+impl Gate {
+    fn new(targets: &[&str]) -> Gate {
+        Gate {
+            targets: targets.iter().map(|t| t.to_string()).collect(),
+            open: watch::channel(targets.is_empty()).0,
+            arrived: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Wait until a request of `target` may pass.
+    async fn pass(&self, target: Option<&str>) {
+        if target.is_none_or(|t| !self.targets.iter().any(|h| h == t)) {
+            return;
+        }
+        let mut open = self.open.subscribe();
+        let _ = open.wait_for(|o| *o).await;
+    }
 }
 
 /// What a set of calls cost.
@@ -48,6 +90,27 @@ impl Proxy {
     /// The calls logged since the last reset (and reset).
     pub fn take(&self) -> Vec<Call> {
         std::mem::take(&mut *self.log.lock().unwrap())
+    }
+
+    /// How many requests of `target` have arrived so far, answered or still held (never reset).
+    pub fn arrived(&self, target: &str) -> usize {
+        self.gate
+            .arrived
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|a| a.target.as_deref() == Some(target))
+            .count()
+    }
+
+    /// Every request that has arrived so far, answered or still held, in order (never reset).
+    pub fn arrivals(&self) -> Vec<Arrival> {
+        self.gate.arrived.lock().unwrap().clone()
+    }
+
+    /// Let every held request through, and every later one (a proxy without a gate is open).
+    pub fn open(&self) {
+        self.gate.open.send_replace(true);
     }
 }
 
@@ -74,23 +137,38 @@ pub fn account(calls: &[Call]) -> Account {
 
 /// Start a proxy in front of `upstream` (host:port) holding each request for `delay`.
 pub async fn start(upstream: String, delay: Duration) -> Proxy {
+    serve_all(upstream, delay, Gate::new(&[])).await
+}
+
+/// Start a proxy in front of `upstream` (host:port) that holds each request of `targets` (AWS
+/// JSON actions, e.g. `AmazonSSM.PutParameter`) until [`Proxy::open`], and forwards the others at once.
+pub async fn start_gated(upstream: String, targets: &[&str]) -> Proxy {
+    serve_all(upstream, Duration::ZERO, Gate::new(targets)).await
+}
+
+async fn serve_all(upstream: String, delay: Duration, gate: Gate) -> Proxy {
+    let gate = Arc::new(gate);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let log = Arc::new(Mutex::new(Vec::new()));
-    let l = log.clone();
+    let (l, g) = (log.clone(), gate.clone());
     tokio::spawn(async move {
         loop {
             let Ok((sock, _)) = listener.accept().await else {
                 return;
             };
             let _ = sock.set_nodelay(true);
-            let (upstream, log) = (upstream.clone(), l.clone());
+            let (upstream, log, gate) = (upstream.clone(), l.clone(), g.clone());
             tokio::spawn(async move {
-                let _ = serve(sock, &upstream, delay, &log).await;
+                let _ = serve(sock, &upstream, delay, &log, &gate).await;
             });
         }
     });
-    Proxy { endpoint, log }
+    Proxy {
+        endpoint,
+        log,
+        gate,
+    }
 }
 
 /// Read one HTTP/1.1 request (head and a Content-Length body); None at EOF.
@@ -128,6 +206,17 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Resul
         }
         buf.extend_from_slice(&chunk[..n]);
     }
+}
+
+/// The request's `X-Amz-Target` header, if it has one.
+fn amz_target(request: &[u8]) -> Option<String> {
+    let head = String::from_utf8_lossy(&request[..head_end(request)]);
+    head.split("\r\n").find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("x-amz-target")
+            .then(|| value.trim().to_string())
+    })
 }
 
 fn head_end(bytes: &[u8]) -> usize {
@@ -188,6 +277,7 @@ async fn serve(
     upstream: &str,
     delay: Duration,
     log: &Mutex<Vec<Call>>,
+    gate: &Gate,
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut sock, &mut buf).await? {
@@ -196,6 +286,12 @@ async fn serve(
         let mut words = line.split_whitespace();
         let method = words.next().unwrap_or_default().to_string();
         let path = words.next().unwrap_or_default().to_string();
+        let target = amz_target(&request);
+        gate.arrived.lock().unwrap().push(Arrival {
+            target: target.clone(),
+            at: start,
+        });
+        gate.pass(target.as_deref()).await;
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
@@ -206,6 +302,7 @@ async fn serve(
             down: answer.len(),
             method,
             path,
+            target,
             start,
             end: Instant::now(),
         });

@@ -376,9 +376,99 @@ async fn estates_that_start_alike_stay_apart(kind: Kind) {
     );
 }
 
+/// A state whose `sensitive_attributes`, `dependencies` and object keys come in another order.
+fn reordered_doc(sensitive: &[&str], dependencies: &[&str], flipped: bool) -> Vec<u8> {
+    let paths: Vec<Value> = sensitive
+        .iter()
+        .map(|a| json!([{"type": "get_attr", "value": a}]))
+        .collect();
+    let attributes = if flipped {
+        serde_json::from_str::<Value>(
+            r#"{"output":null,"input":{"type":"string","value":"1"},"id":"id-db","triggers_replace":null}"#,
+        )
+        .unwrap()
+    } else {
+        json!({"id": "id-db", "input": {"value": "1", "type": "string"}, "output": null, "triggers_replace": null})
+    };
+    let resource = json!({
+        "mode": "managed", "type": "terraform_data", "name": "db",
+        "provider": common::state::TERRAFORM_PROVIDER,
+        "instances": [{
+            "schema_version": 0,
+            "attributes": attributes,
+            "sensitive_attributes": paths,
+            "dependencies": dependencies,
+        }]
+    });
+    common::state::document("1.11.4", "l-1", vec![resource])
+}
+
+/// A refresh or import whose state differs from the records only in the order of set-like lists and keys writes nothing, and adds no history.
+async fn reordered_lists_are_not_a_change(kind: Kind) {
+    let f = Fixture::new(kind, "reordered").await;
+    let s = open(&f.store, "prod").await;
+    let first = s
+        .write_state(&reordered_doc(
+            &["a", "b", "c"],
+            &["terraform_data.x", "terraform_data.y"],
+            false,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(first.landed(), 1, "{first:?}");
+    let before = list_all(f.store.as_ref(), "tofu-records/prod/")
+        .await
+        .unwrap();
+    // Another run reads the records and saves terraform's state with the lists in another order.
+    let other = open(&f.store, "prod").await;
+    let r = other
+        .write_state(&reordered_doc(
+            &["c", "a", "b"],
+            &["terraform_data.y", "terraform_data.x"],
+            true,
+        ))
+        .await
+        .unwrap();
+    assert_eq!((r.landed(), r.unchanged), (0, 1), "{r:?}");
+    let after = list_all(f.store.as_ref(), "tofu-records/prod/")
+        .await
+        .unwrap();
+    assert_eq!(before, after, "no record was written");
+    // A real change to the list is still one.
+    let r = other
+        .write_state(&reordered_doc(
+            &["c", "a"],
+            &["terraform_data.y", "terraform_data.x"],
+            true,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(r.landed(), 1, "{r:?}");
+}
+
+/// A write refused for a reason trying again would not mend (not the store, not a conflict) is remembered until a write lands: `run` tells how to write terraform's errored.tfstate from it.
+async fn a_refused_write_is_remembered_until_one_lands(kind: Kind) {
+    let f = Fixture::new(kind, "refused").await;
+    let s = open(&f.store, "prod").await;
+    s.write_state(&doc(&[("a", "1")])).await.unwrap();
+    assert_eq!(s.refused().await, None);
+    let other = common::state::doc("another-lineage", &[("a", "2")]);
+    let err = s.write_state(&other).await.unwrap_err();
+    assert!(!err.store_failed(), "{err}");
+    assert_eq!(s.refused().await, Some(err.to_string()));
+    assert!(
+        s.unwritten().await.is_none(),
+        "not kept for the outage flush"
+    );
+    s.write_state(&doc(&[("a", "3")])).await.unwrap();
+    assert_eq!(s.refused().await, None);
+}
+
 testkit::per_kind!(
     local => Local, s3 => S3;
     [
+        a_refused_write_is_remembered_until_one_lands,
+        reordered_lists_are_not_a_change,
         stale_base_on_one_of_three,
         disjoint_runs_both_land,
         unchanged_records_are_not_written,

@@ -611,3 +611,37 @@ fn a_refused_store_fails_records_ls_in_seconds_naming_its_endpoint() {
         "the whole chain under CHOUDOUFU_VERBOSE=1:\n{err}"
     );
 }
+
+/// `records ls`, `log` and `history` into a pipe whose reader has gone (`| head -1`) end quietly: no panic, no message, status 0.
+#[tokio::test]
+async fn a_closed_pipe_ends_records_commands_quietly() {
+    let dir = live_root(
+        "pipe",
+        "  record_store \"local\" {\n    path = \"records\"\n  }\n",
+    );
+    let store: DynStore = Arc::new(choudoufu_live::store::local::LocalStore::new(
+        dir.path().join("records"),
+    ));
+    write_db(store.clone(), "pipe", "a").await;
+    for args in [
+        &["records", "ls"][..],
+        &["records", "log"],
+        &["records", "history", "terraform_data.db"],
+    ] {
+        // A real pipe whose reading end is closed before the command writes its first line.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(common::tf::bin())
+            .arg("--root")
+            .arg(dir.path())
+            .args(args)
+            .env("RUST_BACKTRACE", "1")
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert_eq!(stderr, "", "{args:?} said something on a closed pipe");
+    }
+}

@@ -263,9 +263,27 @@ async fn a_killed_runs_claim_is_taken_over(kind: Kind) {
     ])));
     wait_for_call(&file, "one", Duration::from_secs(60));
     let dead_run = holder_of(&root, "terraform_data.one").unwrap();
+    // Its first heartbeat writes its run record: what the run taking over must remove.
+    let beating = Instant::now();
+    while claims_left(&root).1 == 0 {
+        assert!(
+            beating.elapsed() < Duration::from_secs(30),
+            "the run never wrote its run record"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     kill_group(dead.id());
     wait(dead, Duration::from_secs(10));
     let killed_at = Instant::now();
+    // `records claims` shows the dead run's claim, still standing.
+    let listed = root.cli(&["records", "claims"]).output().unwrap();
+    let listed = text(&listed.stdout);
+    assert!(
+        listed.lines().any(|l| l.starts_with("terraform_data.one")
+            && l.contains(&dead_run)
+            && l.contains("live (gone once its heartbeat is 15s old)")),
+        "{listed}"
+    );
     // A plan claims nothing and never waits.
     let plan = root.run(&["plan", "-input=false", "-var", "one=next"]);
     assert!(plan.status.success(), "{}", text(&plan.stderr));
@@ -297,8 +315,12 @@ async fn a_killed_runs_claim_is_taken_over(kind: Kind) {
     assert_eq!(made.len(), 2, "{made:?}");
     assert_eq!(made[1].value, "next");
     assert_eq!(root.stored_input("one").as_deref(), Some("next"));
-    let (marks, _) = claims_left(&root);
+    let (marks, runs) = claims_left(&root);
     assert!(marks.is_empty(), "{marks:?}");
+    assert_eq!(
+        runs, 0,
+        "the dead run's runs/<id> record was removed by the run that took over"
+    );
 }
 
 /// A plain apply of b writes back a's refreshed record while another run replaces a: no conflict for either.
@@ -661,4 +683,80 @@ fn an_interrupted_apply_leaves_no_plan_behind() {
     assert!(files.is_empty(), "no plan file left: {files:?}");
     assert_eq!(root.stored_input("one").as_deref(), Some("v1"));
     assert_eq!(claims_left(&root), (vec![], 0));
+}
+
+/// `--wait=10s` counts from the first refused claim: an approval answered 5 s late still waits the whole 10 s.
+#[test]
+fn the_wait_counts_from_the_first_refusal() {
+    use std::io::{Read, Write};
+    let root = Root::new("claims", "waitclock", &Records::Local);
+    let _turn = turn();
+    root.init_and_apply();
+    let file = root.path().join("calls");
+    let cf = file.display().to_string();
+    let holder = root.spawn(&strs(&apply_args(&[
+        ("one", "held"),
+        ("sleep_seconds", "60"),
+        ("calls_file", &cf),
+    ])));
+    wait_for_call(&file, "one", Duration::from_secs(60));
+    let cf_var = format!("calls_file={cf}");
+    let mut child = root
+        .run_cmd_with(
+            &["--wait=10s"],
+            &["apply", "-var", "one=late", "-var", cf_var.as_str()],
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let reader = {
+        let seen = seen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let started = Instant::now();
+    while !text(&seen.lock().unwrap()).contains("Enter a value:") {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no approval question: {}",
+            text(&seen.lock().unwrap())
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The user takes 5 s to answer; the claim is refused only then.
+    std::thread::sleep(Duration::from_secs(5));
+    stdin.write_all(b"yes\n").unwrap();
+    let out = wait(child, Duration::from_secs(120));
+    reader.join().unwrap();
+    kill_group(holder.id());
+    wait(holder, Duration::from_secs(10));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{err}");
+    let left = err
+        .lines()
+        .find_map(|l| {
+            l.split_once("waiting up to ")
+                .and_then(|(_, rest)| rest.split_once(" for "))
+                .map(|(d, _)| d.to_string())
+        })
+        .unwrap_or_else(|| panic!("no waiting line: {err}"));
+    let left = humantime::parse_duration(&left).unwrap();
+    assert!(
+        left >= Duration::from_secs(9),
+        "the wait counted from the run's start, not the refusal: waiting up to {left:?}\n{err}"
+    );
+    assert!(err.contains("waited 10s (--wait)"), "{err}");
+    assert!(calls_of(&file, "one").iter().all(|c| c.value != "late"));
 }

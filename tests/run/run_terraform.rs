@@ -349,6 +349,15 @@ fn force_unlock_says_there_is_no_lock_and_runs_nothing() {
         "{said}"
     );
     assert!(!said.contains("successfully unlocked"), "{said}");
+    // What a SIGKILLed run leaves, for how long, and how to see it.
+    assert!(
+        said.contains("SIGKILL")
+            && said.contains(
+                "up to three heartbeats after its last one (15s with the default --heartbeat=5s)"
+            )
+            && said.contains("`choudoufu-live records claims` shows who holds what now"),
+        "{said}"
+    );
     assert!(
         !root.path().join(".terraform").exists(),
         "terraform was not run"
@@ -544,4 +553,147 @@ fn secrets_stay_out_of_logs() {
             .count()
             >= 3
     );
+}
+
+/// Every line of `out` that is choudoufu-live's own (its log lines, its words, the approval) and carries an ESC byte.
+fn coloured_own_lines(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| {
+            l.contains(" INFO ")
+                || l.contains("INFO\u{1b}")
+                || l.contains("WARN")
+                || l.contains("choudoufu-live")
+                || l.contains("Do you want to perform these actions?")
+                || l.contains("Enter a value:")
+        })
+        .filter(|l| l.contains('\u{1b}'))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn run_output_through_a_pipe_has_no_colour() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let root = Root::new("demo", "colour", &Records::Local);
+    let _turn = turn();
+    root.ok(&["init", "-input=false"]);
+    // No NO_COLOR and no -no-color: only the pipe says "no terminal".
+    let mut child = root
+        .cli(&["run", "--", root.tf.as_str(), "apply", "-input=true"])
+        .env_remove("NO_COLOR")
+        .env("CHOUDOUFU_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"no\n").unwrap();
+    let out = wait(child, Duration::from_secs(120));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        stdout.contains("Do you want to perform these actions?"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("INFO"), "{stderr}");
+    let coloured = [coloured_own_lines(&stdout), coloured_own_lines(&stderr)].concat();
+    assert!(
+        coloured.is_empty(),
+        "choudoufu-live wrote ANSI colour into a pipe: {coloured:?}"
+    );
+}
+
+/// `destroy` and `apply -destroy` end in `terraform destroy`'s words, `apply -refresh-only` in apply's, as stock terraform 1.11.4 prints them.
+#[test]
+fn destroy_and_refresh_only_keep_terraforms_words() {
+    let root = Root::new("demo", "words", &Records::Local);
+    let _turn = turn();
+    root.init_and_apply();
+    let refresh = root.ok(&["apply", "-refresh-only", "-auto-approve", "-input=false"]);
+    assert!(
+        text(&refresh.stdout)
+            .contains("Apply complete! Resources: 0 added, 0 changed, 0 destroyed."),
+        "{}",
+        text(&refresh.stdout)
+    );
+    for destroy in [
+        &["destroy", "-auto-approve", "-input=false"][..],
+        &["apply", "-destroy", "-auto-approve", "-input=false"],
+    ] {
+        let out = text(&root.ok(destroy).stdout);
+        assert!(
+            out.contains("\nDestroy complete! Resources: 2 destroyed.\n"),
+            "{destroy:?}: {out}"
+        );
+        assert!(!out.contains("Apply complete!"), "{destroy:?}: {out}");
+        root.ok(&["apply", "-auto-approve", "-input=false"]);
+    }
+    let json = text(
+        &root
+            .ok(&["destroy", "-auto-approve", "-input=false", "-json"])
+            .stdout,
+    );
+    let summary: serde_json::Value = json
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .rfind(|v| v["type"] == "change_summary")
+        .unwrap_or_else(|| panic!("no change_summary: {json}"));
+    assert_eq!(
+        summary["@message"],
+        "Destroy complete! Resources: 2 destroyed."
+    );
+    assert_eq!(summary["changes"]["operation"], "destroy");
+}
+
+/// On a terminal (a pty made by util-linux `script`) run's log lines are coloured, unless `NO_COLOR`, `-no-color` or `-no-color` in `TF_CLI_ARGS_<command>` says not.
+#[test]
+fn colour_on_a_terminal_follows_no_color_and_tf_cli_args() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("util-linux script is not installed: no pty to test with");
+        return;
+    }
+    let root = Root::new("demo", "tty", &Records::Local);
+    let _turn = turn();
+    root.ok(&["init", "-input=false"]);
+    let on_a_tty = |extra: &str, env: &[(&str, &str)]| -> String {
+        let line = format!(
+            "{} run -- {} plan -input=false{extra}",
+            common::tf::bin().display(),
+            root.tf
+        );
+        let mut cmd = Command::new("script");
+        cmd.args(["-qec", line.as_str(), "/dev/null"])
+            .current_dir(root.path())
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("TF_CLI_CONFIG_FILE", &root.cli_config)
+            .env("CHOUDOUFU_PROGRAM_COMMIT", "test")
+            .env("CHOUDOUFU_PROGRAM_TIME", "2026-11-30T00:00:00Z")
+            .env("CHOUDOUFU_LOG", "info")
+            .env_remove("NO_COLOR")
+            .env_remove("TF_CLI_ARGS")
+            .env_remove("TF_CLI_ARGS_plan")
+            .stdin(std::process::Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stdout));
+        text(&out.stdout)
+    };
+    let plain = on_a_tty("", &[]);
+    assert!(
+        !coloured_own_lines(&plain).is_empty(),
+        "on a terminal the log lines are coloured: {plain}"
+    );
+    for (extra, env) in [
+        (" -no-color", &[][..]),
+        ("", &[("NO_COLOR", "1")][..]),
+        ("", &[("TF_CLI_ARGS_plan", "-no-color")][..]),
+        ("", &[("TF_CLI_ARGS", "-no-color")][..]),
+    ] {
+        let out = on_a_tty(extra, env);
+        assert!(out.contains("INFO"), "{out}");
+        let coloured = coloured_own_lines(&out);
+        assert!(coloured.is_empty(), "{extra:?} {env:?}: {coloured:?}");
+    }
 }

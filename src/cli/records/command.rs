@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 
-use super::{current, history, recover, transfer};
+use super::{claims, current, history, out, recover, transfer};
 use crate::cli::error::CliError;
 
 /// Look at the estate's records, their history, and move state in and out.
@@ -12,6 +12,11 @@ use crate::cli::error::CliError;
 pub enum RecordsCommand {
     /// List every record: address, version and the program stamp of its last writer.
     Ls,
+    /// The claims runs hold now: address, operation, run, since when, and whether the run is alive.
+    #[command(
+        long_about = "The claims runs hold now, one per resource a run is changing: the address, what the run is doing to it, the run id, since when, and whether the run counts as alive.\n\nA run that ends, or is interrupted, releases its claims. A run killed with SIGKILL (or whose machine died) cannot: its claims stand until its heartbeat is three beats old (15 s with run's default --heartbeat=5s), and are then shown as gone; the next run that needs one takes it over, says so, and removes the gone run's record."
+    )]
+    Claims,
     /// Show one record as stored (it may hold secrets: it is printed only here, never logged).
     Show {
         /// The resource instance address, e.g. 'terraform_data.db' or 'module.a.x["k"]', or 'output.NAME'.
@@ -81,8 +86,17 @@ pub enum RecordsCommand {
 
 /// Run a `records` command.
 pub async fn run(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
+    match run_one(root, cmd).await {
+        Err(e) if out::closed(&e) => Ok(0),
+        done => done,
+    }
+}
+
+/// Run one `records` command, its output through [`out`].
+async fn run_one(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
     match cmd {
         RecordsCommand::Ls => current::ls(root).await,
+        RecordsCommand::Claims => claims::claims(root).await,
         RecordsCommand::Show { address } => current::show(root, &address).await,
         RecordsCommand::History { address } => history::history(root, &address).await,
         RecordsCommand::Restore {

@@ -4,6 +4,7 @@ use std::path::Path;
 
 use super::address::shown_address;
 use super::estate::open_session;
+use super::out::outln;
 use crate::cli::error::CliError;
 use crate::engine::record::RecordKind;
 use crate::engine::session::BaseEntry;
@@ -12,7 +13,7 @@ use crate::engine::session::BaseEntry;
 pub(super) async fn ls(root: &Path) -> Result<i32, CliError> {
     let session = open_session(root).await?;
     let snapshot = session.snapshot().await;
-    println!(
+    outln!(
         "estate {} in {} ({} records)",
         session.layout().estate(),
         session.store().describe(),
@@ -42,9 +43,9 @@ pub(super) async fn ls(root: &Path) -> Result<i32, CliError> {
         .max()
         .unwrap_or(7)
         .max(7);
-    println!("{:w0$}  {:w1$}  PROGRAM", "ADDRESS", "VERSION");
+    outln!("{:w0$}  {:w1$}  PROGRAM", "ADDRESS", "VERSION");
     for (a, v, p) in rows {
-        println!("{a:w0$}  {v:w1$}  {p}");
+        outln!("{a:w0$}  {v:w1$}  {p}");
     }
     Ok(0)
 }
@@ -59,8 +60,8 @@ pub(super) async fn show(root: &Path, address: &str) -> Result<i32, CliError> {
     };
     match snapshot.records.values().find(wanted) {
         Some(entry) => {
-            println!("# version {}", entry.version);
-            println!("{}", serde_json::to_string_pretty(&entry.record)?);
+            outln!("# version {}", entry.version);
+            outln!("{}", serde_json::to_string_pretty(&entry.record)?);
             Ok(0)
         }
         None => {

@@ -10,6 +10,7 @@ use time::OffsetDateTime;
 
 use super::address::shown_address;
 use super::estate::Estate;
+use super::out::{outln, table};
 use crate::cli::error::CliError;
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::KeyKind;
@@ -159,31 +160,6 @@ fn seen_of(estate: &Estate, key: &str, read: Result<Option<Stored>, store::Store
     }
 }
 
-/// Print rows as aligned columns under `header`.
-fn table(header: &[&str], rows: &[Vec<String>]) {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut out = String::new();
-        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                out.push_str(cell);
-            } else {
-                out.push_str(&format!("{cell:w$}  "));
-            }
-        }
-        println!("{}", out.trim_end());
-    };
-    line(header.to_vec());
-    for row in rows {
-        line(row.iter().map(String::as_str).collect());
-    }
-}
-
 /// A record's program stamp as the tables show it (`-` when it has none).
 fn program_of(r: &Record) -> String {
     Some(r.program.short())
@@ -222,7 +198,7 @@ pub async fn history(root: &Path, address: &str) -> Result<i32, CliError> {
         return Ok(1);
     }
     let pasts = read_all(&estate, versions).await;
-    println!(
+    outln!(
         "history of {address} in estate {} ({}), newest first:",
         estate.layout.estate(),
         estate.store.describe()
@@ -268,9 +244,9 @@ pub async fn history(root: &Path, address: &str) -> Result<i32, CliError> {
             "",
         ],
         &rows,
-    );
+    )?;
     if let History::CurrentOnly(why) = &listing.history {
-        println!("only the current version is shown: {why}");
+        outln!("only the current version is shown: {why}");
     }
     Ok(0)
 }
@@ -466,7 +442,7 @@ pub async fn restore(
         }
         None => None,
     };
-    println!(
+    outln!(
         "restore {address} in estate {} ({}) to {}",
         estate.layout.estate(),
         estate.store.describe(),
@@ -475,25 +451,25 @@ pub async fn restore(
     match &current {
         Some((cur, v)) => {
             if cur.content_digest() == old.content_digest() {
-                println!(
+                outln!(
                     "{address} already holds the content of version {wanted} (current version {}). Nothing was written.",
                     shown_version(v)
                 );
                 return Ok(0);
             }
-            println!(
+            outln!(
                 "replacing the current {}",
                 describe_version(&shown_version(v), cur)
             );
         }
-        None => println!("replacing nothing: the record is deleted now"),
+        None => outln!("replacing nothing: the record is deleted now"),
     }
     for line in differences(current.as_ref().map(|(r, _)| r), &old) {
-        println!("  {line}");
+        outln!("  {line}");
     }
-    println!("{}", expectation(current.as_ref().map(|(r, _)| r), &old));
+    outln!("{}", expectation(current.as_ref().map(|(r, _)| r), &old));
     if dry_run {
-        println!("dry run: nothing was written.");
+        outln!("dry run: nothing was written.");
         return Ok(0);
     }
     if let Some(guard) = store::guard_for(&estate.config.store) {
@@ -544,7 +520,7 @@ pub async fn restore(
             }
         }
     };
-    println!(
+    outln!(
         "restored {address} to the content of version {wanted}: its current version is now {} (written by restore run {}). No other record was touched.",
         written
             .version_id
@@ -740,7 +716,7 @@ pub async fn log(root: &Path, since: Option<&str>, pattern: Option<&str>) -> Res
     }
     // Then time order across keys.
     events.sort_by(|a, b| (a.0, &a.1, a.2).cmp(&(b.0, &b.1, b.2)));
-    println!(
+    outln!(
         "writes to estate {} ({}){}{}, oldest first:",
         estate.layout.estate(),
         estate.store.describe(),
@@ -769,9 +745,9 @@ pub async fn log(root: &Path, since: Option<&str>, pattern: Option<&str>) -> Res
     table(
         &["TIME", "OP", "ADDRESS", "RUN", "PROGRAM", "VERSION"],
         &rows,
-    );
+    )?;
     if let History::CurrentOnly(why) = &listing.history {
-        println!("only each record's last write is shown: {why}");
+        outln!("only each record's last write is shown: {why}");
     }
     Ok(0)
 }

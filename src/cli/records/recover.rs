@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use super::estate::Estate;
+use super::out::outln;
 use crate::cli::error::CliError;
 use crate::engine::claims;
 use crate::engine::session::{Recovery, Session, SessionError};
@@ -18,7 +19,7 @@ pub async fn recover(root: &Path, file: &Path) -> Result<i32, CliError> {
         eprintln!("choudoufu-live: {e}");
         return Ok(1);
     }
-    println!(
+    outln!(
         "recover {} into estate {} ({}): the state run {} could not write (saved {}), each record conditionally on the version that run read",
         file.display(),
         estate.layout.estate(),
@@ -55,7 +56,7 @@ pub async fn recover(root: &Path, file: &Path) -> Result<i32, CliError> {
         }
     }
     parts.push(format!("{} unchanged", report.unchanged));
-    println!("records {}", parts.join(", "));
+    outln!("records {}", parts.join(", "));
     let landed: Vec<String> = report
         .created
         .iter()
@@ -68,7 +69,7 @@ pub async fn recover(root: &Path, file: &Path) -> Result<i32, CliError> {
     // The run ended before it could clear its claims of these, or remove its run record.
     match claims::clear_marks_of(&estate.store, &estate.layout, &recovery.run_id, &landed).await {
         Ok(0) => {}
-        Ok(n) => println!("cleared {n} claim(s) run {} left on them", recovery.run_id),
+        Ok(n) => outln!("cleared {n} claim(s) run {} left on them", recovery.run_id),
         Err(e) => eprintln!(
             "choudoufu-live: warning: could not clear the claims run {} left (they are taken over by the next run that needs them): {e}",
             recovery.run_id
@@ -92,12 +93,12 @@ pub async fn recover(root: &Path, file: &Path) -> Result<i32, CliError> {
         return Ok(EXIT_CONFLICT);
     }
     if report.landed() == 0 {
-        println!(
+        outln!(
             "nothing to write: the estate already holds this file's state; {} is no longer needed (remove it: it holds the records' values)",
             file.display()
         );
     } else {
-        println!(
+        outln!(
             "the state of {} is written; the file is no longer needed (remove it: it holds the records' values)",
             file.display()
         );

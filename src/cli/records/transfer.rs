@@ -7,6 +7,7 @@ use thiserror::Error;
 
 use super::address::shown_address;
 use super::estate::open_session;
+use super::out::outln;
 use crate::cli::error::CliError;
 use crate::config::LiveConfig;
 use crate::engine::layout::Layout;
@@ -151,7 +152,7 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
         return Ok(1);
     }
     if split.items.is_empty() {
-        println!(
+        outln!(
             "{} holds no resources and no outputs: nothing to import into estate {}.",
             file.display(),
             layout.estate()
@@ -194,7 +195,7 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
     let report = session.write_state(&merged).await?;
     let mut created = report.created.clone();
     created.sort();
-    println!(
+    outln!(
         "imported into estate {} ({}): {} record(s) created{}",
         layout.estate(),
         session.store().describe(),

@@ -7,11 +7,12 @@ use futures::{StreamExt, stream};
 use thiserror::Error;
 
 use super::holder::{HeldChange, Holder, TakenOver};
-use super::liveness::{Liveness, holder_alive, millis};
+use super::liveness::{Liveness, holder_alive, millis, remove_gone_run};
 use super::refusal::{ClaimRefused, InFlightChangeError, InFlightDependencyError};
 use super::view::{MarkView, PARALLEL};
 use super::wanted::Wanted;
 use super::wire::{EncodeError, MARK_FORMAT, Mark, read_mark, read_run};
+use crate::cut::{Mechanism, cut};
 use crate::engine::layout::Layout;
 use crate::engine::program::now_rfc3339;
 use crate::store::{DynStore, Precondition, StoreError, Version, WriteOutcome, put_conditional};
@@ -173,6 +174,7 @@ impl Claims {
                 claims.release().await?;
                 return Ok(Err(InFlightDependencyError { blocked }.into()));
             }
+            remove_gone_records(store, layout, &claims.taken_over).await;
             return Ok(Ok(claims));
         }
         // Three times a mark moved under us: whoever holds them now is in the way.
@@ -218,6 +220,29 @@ impl Claims {
             .collect()
             .await;
         results.into_iter().collect()
+    }
+}
+
+/// Delete the run records of the gone runs whose marks were taken over, each conditionally on the
+/// version read when it is judged gone again (a run that beat meanwhile keeps its record).
+///
+/// Their other marks, if any, show no sign of life either: a mark is never newer than its run's
+/// last heartbeat. A record left behind only costs a read; the next takeover tries again.
+async fn remove_gone_records(store: &DynStore, layout: &Layout, taken_over: &[TakenOver]) {
+    if cut(Mechanism::GoneRunRecord) {
+        return;
+    }
+    let gone: std::collections::BTreeSet<&str> = taken_over
+        .iter()
+        .map(|t| t.holder.run_id.as_str())
+        .collect();
+    for run_id in gone {
+        match remove_gone_run(store, layout, run_id).await {
+            Ok(removed) => tracing::info!(run_id, removed, "gone run's record"),
+            Err(e) => {
+                tracing::warn!(run_id, error = %e, "could not remove a gone run's record; the next takeover tries again")
+            }
+        }
     }
 }
 

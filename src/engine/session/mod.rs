@@ -7,15 +7,17 @@
 //!
 //! By owner: `handle` the session and its set-up, `view` what it holds of the estate and the
 //! run, `snapshot` the records it read and the base a write compares against, `run_info` who
-//! the run is, `read` reading the estate, `log_entries`
-//! the session's side of the write log (its clock check, its entries), `assemble` the state document served, `write`
-//! writing one (`report` what it did), `recovery` what a failed write leaves, `trace` the
+//! the run is, `read` reading the estate, `log_entries` the session's side of the write log
+//! (its clock check, its entries), `assemble` the state document served, `write` writing one
+//! (`report` what it did), `instant` writing one record at a provider's return, `recovery` what
+//! a failed write leaves, `trace` the
 //! spans and metrics, and `error` why a call failed.
 
 mod assemble;
 mod error;
 mod handle;
 mod log_entries;
+mod instant;
 mod read;
 mod recovery;
 mod report;
@@ -29,6 +31,7 @@ pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_line
 pub use error::SessionError;
 pub use handle::{DEFAULT_PARALLEL, Session};
 pub use log_entries::{ClockCheckError, LogWriteError};
+pub use instant::{Instant, Landed};
 pub use read::{
     Read, ReadStats, Sources, fetch_image, read_estate, read_snapshot, read_snapshot_cached,
     snapshot_of_image,

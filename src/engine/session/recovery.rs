@@ -163,6 +163,11 @@ impl Session {
         self.view.lock().await.unwritten.clone()
     }
 
+    /// The error of the last write when it failed for another reason than the store's absence or a conflict (an unsafe store, a refused document), while no later write landed: terraform could not save that state.
+    pub async fn refused(&self) -> Option<String> {
+        self.view.lock().await.refused.clone()
+    }
+
     /// Write the unwritten document again, against the base as it stands (the versions this run read, advanced for what landed); none when nothing is unwritten.
     pub async fn flush(&self) -> Result<Option<WriteReport>, SessionError> {
         let Some(unwritten) = self.unwritten().await else {

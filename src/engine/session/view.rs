@@ -50,4 +50,6 @@ pub(super) struct View {
     pub(super) read_before: bool,
     /// The newest document terraform sent whose write failed for a store error, until a write lands.
     pub(super) unwritten: Option<Unwritten>,
+    /// The error of the last write when it failed for another reason than the store or a conflict, until a write lands.
+    pub(super) refused: Option<String>,
 }

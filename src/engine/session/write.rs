@@ -75,14 +75,19 @@ impl Session {
             trace::write_state(&self.layout, &self.run, doc.len(), self.write_untraced(doc)).await;
         let mut view = self.view.lock().await;
         match &result {
-            Ok(_) => view.unwritten = None,
+            Ok(_) => {
+                view.unwritten = None;
+                view.refused = None;
+            }
             Err(e) if e.store_failed() => {
                 view.unwritten = Some(Unwritten {
                     doc: doc.to_vec(),
                     last_error: e.to_string(),
                 })
             }
-            Err(_) => {}
+            Err(SessionError::Conflict(_)) => {}
+            Err(_) if cut(Mechanism::ErroredAdvice) => {}
+            Err(e) => view.refused = Some(e.to_string()),
         }
         result
     }
@@ -215,7 +220,10 @@ impl Session {
         }
     }
 
-    async fn ensure_estate(&self, lineage: &str) -> Result<(EstateMeta, Version), SessionError> {
+    pub(super) async fn ensure_estate(
+        &self,
+        lineage: &str,
+    ) -> Result<(EstateMeta, Version), SessionError> {
         let key = self.layout.estate_key();
         let meta = EstateMeta {
             format: ESTATE_FORMAT.into(),

@@ -1,0 +1,450 @@
+//! Which planned resource instance a provider's apply call was for, and the state instance object its answer makes.
+//!
+//! The provider door sees each `ApplyResourceChange` as a type name, a prior state and a
+//! planned state; only the plan knows the instance address. [`Ledger`] holds the plan's
+//! changes (`show -json`'s `resource_changes`) and hands each call the first change still
+//! open that it fits: an update or a delete whose `before` equals the prior state, a create
+//! whose every known `after` value agrees with the planned state. Two instances the plan
+//! cannot tell apart (`count` with nothing that differs) may swap addresses.
+
+use std::sync::Mutex;
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+use crate::engine::address::{IndexKey, instance_address};
+use crate::engine::state::ResourceMeta;
+
+/// What one provider apply call does to its instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// A new object (no prior state).
+    Create,
+    /// An object changed in place.
+    Update,
+    /// An object removed (no planned state).
+    Delete,
+}
+
+impl Action {
+    /// The action of a call with this prior state and planned state (null when absent); none for a call with neither.
+    pub fn of_call(prior: &Value, planned: &Value) -> Option<Action> {
+        match (prior.is_null(), planned.is_null()) {
+            (true, false) => Some(Action::Create),
+            (false, false) => Some(Action::Update),
+            (false, true) => Some(Action::Delete),
+            (true, true) => None,
+        }
+    }
+}
+
+/// One change of the plan a provider call may be for.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    /// The instance address.
+    pub address: String,
+    /// Its resource as the state names it.
+    pub meta: ResourceMeta,
+    /// Its `index_key` in the state (null without count or for_each).
+    pub index_key: Value,
+    /// The provider's source address (`registry.terraform.io/hashicorp/aws`).
+    pub provider: String,
+    /// What the call does.
+    pub action: Action,
+    /// The plan's `before`.
+    pub before: Value,
+    /// The plan's `after` (unknown values left out or null).
+    pub after: Value,
+    /// The plan's `after_sensitive`: `true` where a value is sensitive.
+    pub after_sensitive: Value,
+    /// Whether the resource has provisioners that run at create time.
+    pub provisioned: bool,
+}
+
+/// The plan's changes not yet matched to a provider call.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    open: Mutex<Vec<Planned>>,
+}
+
+impl Ledger {
+    /// The changes of `plan` (`terraform show -json` of a saved plan) that a provider apply call makes.
+    ///
+    /// A replacement that destroys first gives a delete and a create; one that creates
+    /// first (`create_before_destroy`) gives none (the old object becomes deposed, which
+    /// the door does not record).
+    pub fn from_plan(plan: &Value) -> Ledger {
+        let mut open = Vec::new();
+        for rc in plan["resource_changes"].as_array().into_iter().flatten() {
+            if rc["mode"] != "managed" {
+                continue;
+            }
+            let actions: Vec<&str> = rc["change"]["actions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            let kinds: &[Action] = match actions.as_slice() {
+                ["create"] => &[Action::Create],
+                ["update"] => &[Action::Update],
+                ["delete"] => &[Action::Delete],
+                ["delete", "create"] => &[Action::Delete, Action::Create],
+                _ => &[],
+            };
+            let Some(base) = planned_of(plan, rc) else {
+                continue;
+            };
+            for action in kinds {
+                open.push(Planned {
+                    action: *action,
+                    ..base.clone()
+                });
+            }
+        }
+        Ledger {
+            open: Mutex::new(open),
+        }
+    }
+
+    /// How many changes are still open.
+    pub fn open(&self) -> usize {
+        self.open.lock().map(|o| o.len()).unwrap_or(0)
+    }
+
+    /// The first open change of a resource of `type_name` from `provider` that a call with `prior` and `planned` fits; it is no longer open.
+    pub fn take(
+        &self,
+        provider: &str,
+        type_name: &str,
+        prior: &Value,
+        planned: &Value,
+    ) -> Option<Planned> {
+        let action = Action::of_call(prior, planned)?;
+        let mut open = self.open.lock().ok()?;
+        let at = open.iter().position(|p| {
+            p.provider == provider
+                && p.meta.type_name == type_name
+                && p.action == action
+                && match action {
+                    Action::Update | Action::Delete => same(&p.before, prior),
+                    Action::Create => agrees(&p.after, planned),
+                }
+        })?;
+        Some(open.remove(at))
+    }
+}
+
+/// The plan's change `rc` as a [`Planned`] (its action still to be set).
+fn planned_of(plan: &Value, rc: &Value) -> Option<Planned> {
+    let address = rc["address"].as_str()?.to_string();
+    let type_name = rc["type"].as_str()?.to_string();
+    let name = rc["name"].as_str()?.to_string();
+    let module = rc["module_address"].as_str().map(str::to_string);
+    let provider = rc["provider_name"].as_str()?.to_string();
+    let (index_key, each, key) = match &rc["index"] {
+        Value::Number(n) => (
+            Value::Number(n.clone()),
+            Some("list".to_string()),
+            IndexKey::Int(n.as_i64()?),
+        ),
+        Value::String(s) => (
+            Value::String(s.clone()),
+            Some("map".to_string()),
+            IndexKey::Str(s.clone()),
+        ),
+        _ => (Value::Null, None, IndexKey::None),
+    };
+    let expected = instance_address(module.as_deref(), "managed", &type_name, &name, &key, None);
+    if expected != address {
+        return None;
+    }
+    let config = resource_config(plan, module.as_deref(), &type_name, &name);
+    let provider_config = provider_config_address(plan, config, &provider);
+    let provisioned = config.is_some_and(|c| {
+        c["provisioners"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["when"] != "destroy"))
+    });
+    Some(Planned {
+        address,
+        meta: ResourceMeta {
+            module,
+            mode: "managed".into(),
+            type_name,
+            name,
+            each,
+            provider: provider_config,
+        },
+        index_key,
+        provider,
+        action: Action::Create,
+        before: rc["change"]["before"].clone(),
+        after: rc["change"]["after"].clone(),
+        after_sensitive: rc["change"]["after_sensitive"].clone(),
+        provisioned,
+    })
+}
+
+/// The configuration block of the resource (`configuration` of the plan), if the plan holds it.
+fn resource_config<'a>(
+    plan: &'a Value,
+    module: Option<&str>,
+    type_name: &str,
+    name: &str,
+) -> Option<&'a Value> {
+    let mut at = &plan["configuration"]["root_module"];
+    if let Some(module) = module {
+        // `module.a[0].module.b["x"]`: each call's name, instance keys left out.
+        for part in module.split("module.").filter(|p| !p.is_empty()) {
+            let call = part.trim_end_matches('.');
+            let call = call.split('[').next().unwrap_or(call);
+            at = &at["module_calls"][call]["module"];
+        }
+    }
+    at["resources"]
+        .as_array()?
+        .iter()
+        .find(|r| r["mode"] == "managed" && r["type"] == type_name && r["name"] == name)
+}
+
+/// The provider configuration address the state names (`provider["HOST/NS/TYPE"]`, with `.ALIAS` and a module prefix when the configuration says so).
+fn provider_config_address(plan: &Value, config: Option<&Value>, provider: &str) -> String {
+    let mut out = format!("provider[\"{provider}\"]");
+    let Some(key) = config.and_then(|c| c["provider_config_key"].as_str()) else {
+        return out;
+    };
+    let pc = &plan["configuration"]["provider_config"][key];
+    if let Some(alias) = pc["alias"].as_str() {
+        out.push('.');
+        out.push_str(alias);
+    }
+    if let Some(module) = pc["module_address"].as_str().filter(|m| !m.is_empty()) {
+        out = format!("{module}.{out}");
+    }
+    out
+}
+
+/// Whether two values are the same (numbers by value: `1` and `1.0` alike).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x == y || x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Whether the planned state agrees with every known value of the plan's `after` (a null planned value, which an unknown decodes to, agrees with any).
+fn agrees(after: &Value, planned: &Value) -> bool {
+    match (after, planned) {
+        (_, Value::Null) => true,
+        (Value::Null, _) => true,
+        (Value::Object(a), Value::Object(p)) => a
+            .iter()
+            .all(|(k, v)| p.get(k).map_or(v.is_null(), |w| agrees(v, w))),
+        (Value::Array(a), Value::Array(p)) => {
+            a.len() == p.len() && a.iter().zip(p).all(|(v, w)| agrees(v, w))
+        }
+        _ => same(after, planned),
+    }
+}
+
+/// The state (format 4) instance object for `planned` after its provider returned `new_state` and `private`.
+///
+/// `prior` is the instance as the record holds it (an update keeps its dependencies and
+/// `create_before_destroy`); a create has no dependencies until terraform's own save. A
+/// create of a resource with create-time provisioners is `tainted`, as terraform leaves it
+/// when a provisioner dies; terraform's save says otherwise once they ran.
+pub fn instance(
+    planned: &Planned,
+    new_state: Value,
+    private: &[u8],
+    schema_version: u64,
+    prior: Option<&Value>,
+) -> Value {
+    let mut obj = Map::new();
+    if !planned.index_key.is_null() {
+        obj.insert("index_key".into(), planned.index_key.clone());
+    }
+    if planned.action == Action::Create && planned.provisioned {
+        obj.insert("status".into(), json!("tainted"));
+    }
+    obj.insert("schema_version".into(), json!(schema_version));
+    obj.insert("attributes".into(), new_state);
+    obj.insert(
+        "sensitive_attributes".into(),
+        Value::Array(sensitive_paths(&planned.after_sensitive)),
+    );
+    if !private.is_empty() {
+        obj.insert(
+            "private".into(),
+            json!(base64::engine::general_purpose::STANDARD.encode(private)),
+        );
+    }
+    for kept in ["dependencies", "create_before_destroy"] {
+        if let Some(v) = prior.and_then(|p| p.get(kept)) {
+            obj.insert(kept.into(), v.clone());
+        }
+    }
+    Value::Object(obj)
+}
+
+/// The state's `sensitive_attributes` paths for a plan's `after_sensitive` (`true` where sensitive).
+fn sensitive_paths(marks: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut path = Vec::new();
+    walk_sensitive(marks, &mut path, &mut out);
+    out
+}
+
+fn walk_sensitive(marks: &Value, path: &mut Vec<Value>, out: &mut Vec<Value>) {
+    match marks {
+        Value::Bool(true) if !path.is_empty() => out.push(Value::Array(path.clone())),
+        Value::Object(m) => {
+            for (k, v) in m {
+                path.push(json!({"type": "get_attr", "value": k}));
+                walk_sensitive(v, path, out);
+                path.pop();
+            }
+        }
+        Value::Array(a) => {
+            for (i, v) in a.iter().enumerate() {
+                path.push(json!({"type": "index", "value": {"value": i, "type": "number"}}));
+                walk_sensitive(v, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Value {
+        let change = |addr: &str, idx: Value, actions: Value, before: Value, after: Value| {
+            json!({
+                "address": addr, "mode": "managed", "type": "t_thing", "name": addr.split('.').nth(1).unwrap().split('[').next().unwrap(),
+                "index": idx, "provider_name": "example.com/x/t",
+                "change": {"actions": actions, "before": before, "after": after,
+                           "after_sensitive": {"secret": true}}
+            })
+        };
+        json!({
+            "resource_changes": [
+                change("t_thing.a", Value::Null, json!(["create"]), Value::Null, json!({"name": "a", "id": null})),
+                change("t_thing.b[0]", json!(0), json!(["create"]), Value::Null, json!({"name": "b"})),
+                change("t_thing.b[1]", json!(1), json!(["create"]), Value::Null, json!({"name": "b"})),
+                change("t_thing.c", Value::Null, json!(["update"]), json!({"name": "c", "id": "1", "n": 1}), json!({"name": "c2"})),
+                change("t_thing.d", Value::Null, json!(["delete", "create"]), json!({"name": "d", "id": "2"}), json!({"name": "d2"})),
+                change("t_thing.e", Value::Null, json!(["create", "delete"]), json!({"name": "e"}), json!({"name": "e2"})),
+            ],
+            "configuration": {"root_module": {"resources": [
+                {"address": "t_thing.a", "mode": "managed", "type": "t_thing", "name": "a",
+                 "provider_config_key": "t.east", "provisioners": [{"type": "local-exec"}]}
+            ]}, "provider_config": {"t.east": {"name": "t", "full_name": "example.com/x/t", "alias": "east"}}}
+        })
+    }
+
+    #[test]
+    fn each_call_finds_its_change() {
+        let ledger = Ledger::from_plan(&plan());
+        assert_eq!(ledger.open(), 6);
+        let p = "example.com/x/t";
+        // Another provider, or a call that agrees with nothing, takes nothing.
+        assert!(
+            ledger
+                .take("other/x/t", "t_thing", &Value::Null, &json!({"name": "a"}))
+                .is_none()
+        );
+        assert!(
+            ledger
+                .take(p, "t_thing", &Value::Null, &json!({"name": "zz"}))
+                .is_none()
+        );
+        let a = ledger
+            .take(
+                p,
+                "t_thing",
+                &Value::Null,
+                &json!({"name": "a", "id": null}),
+            )
+            .unwrap();
+        assert_eq!(a.address, "t_thing.a");
+        assert_eq!(a.meta.provider, "provider[\"example.com/x/t\"].east");
+        assert!(a.provisioned);
+        // Twins go by plan order.
+        let b = ledger
+            .take(p, "t_thing", &Value::Null, &json!({"name": "b"}))
+            .unwrap();
+        assert_eq!(
+            (b.address.as_str(), b.meta.each.as_deref()),
+            ("t_thing.b[0]", Some("list"))
+        );
+        // An update by its prior state, numbers by value.
+        let c = ledger
+            .take(
+                p,
+                "t_thing",
+                &json!({"name": "c", "id": "1", "n": 1.0}),
+                &json!({"name": "c2"}),
+            )
+            .unwrap();
+        assert_eq!(
+            (c.address.as_str(), c.action),
+            ("t_thing.c", Action::Update)
+        );
+        // A destroy-first replacement: the delete, then the create.
+        let d = ledger
+            .take(p, "t_thing", &json!({"name": "d", "id": "2"}), &Value::Null)
+            .unwrap();
+        assert_eq!(
+            (d.address.as_str(), d.action),
+            ("t_thing.d", Action::Delete)
+        );
+        let d2 = ledger
+            .take(p, "t_thing", &Value::Null, &json!({"name": "d2"}))
+            .unwrap();
+        assert_eq!(
+            (d2.address.as_str(), d2.action),
+            ("t_thing.d", Action::Create)
+        );
+        // create_before_destroy is not recorded at return.
+        assert_eq!(ledger.open(), 1);
+        assert!(
+            ledger
+                .take(p, "t_thing", &Value::Null, &json!({"name": "e2"}))
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_instance_object() {
+        let ledger = Ledger::from_plan(&plan());
+        let a = ledger
+            .take(
+                "example.com/x/t",
+                "t_thing",
+                &Value::Null,
+                &json!({"name": "a"}),
+            )
+            .unwrap();
+        let prior = json!({"dependencies": ["t_thing.z"]});
+        let got = instance(&a, json!({"name": "a", "id": "9"}), b"pv", 2, Some(&prior));
+        assert_eq!(
+            got,
+            json!({
+                "status": "tainted", "schema_version": 2,
+                "attributes": {"name": "a", "id": "9"},
+                "sensitive_attributes": [[{"type": "get_attr", "value": "secret"}]],
+                "private": "cHY=", "dependencies": ["t_thing.z"]
+            })
+        );
+    }
+}

@@ -1,0 +1,101 @@
+//! AutoMTLS from the host's side, as go-plugin's client does it: our own certificate, and only the plugin's announced one accepted.
+
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, Error, SignatureScheme};
+
+use crate::frontdoor::plugin::tls::{ServerIdentity, provider};
+
+/// The certificate the door presents to every plugin it starts (`PLUGIN_CLIENT_CERT`).
+pub struct ClientIdentity(ServerIdentity);
+
+impl ClientIdentity {
+    /// A fresh self-signed certificate, a CA with client and server use, as go-plugin's own.
+    pub fn generate() -> Result<ClientIdentity, rcgen::Error> {
+        crate::frontdoor::plugin::tls::server_identity().map(ClientIdentity)
+    }
+
+    /// The certificate as PEM, for `PLUGIN_CLIENT_CERT`.
+    pub fn cert_pem(&self) -> String {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&self.0.cert_der);
+        let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+        for chunk in b64.as_bytes().chunks(64) {
+            pem.push_str(&String::from_utf8_lossy(chunk));
+            pem.push('\n');
+        }
+        pem.push_str("-----END CERTIFICATE-----\n");
+        pem
+    }
+
+    /// The TLS client configuration for one plugin: this certificate, `server_der` pinned, ALPN h2.
+    pub fn config(&self, server_der: Vec<u8>) -> Result<Arc<ClientConfig>, Error> {
+        let provider = provider();
+        let verifier = Arc::new(PinnedServer {
+            pinned: server_der,
+            algorithms: provider.signature_verification_algorithms,
+        });
+        let mut config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_client_auth_cert(
+                vec![CertificateDer::from(self.0.cert_der.clone())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.0.key_der.clone())),
+            )?;
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+/// Accepts exactly the certificate the plugin announced on its handshake line, byte for byte.
+#[derive(Debug)]
+struct PinnedServer {
+    pinned: Vec<u8>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for PinnedServer {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, Error> {
+        if end_entity.as_ref() == self.pinned.as_slice() {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            tracing::warn!("refused a provider plugin certificate it did not announce");
+            Err(Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure,
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}

@@ -1,0 +1,264 @@
+//! The door of one run: every locked provider checked, started and proxied, and what terraform is told.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use thiserror::Error;
+
+use super::client_tls::ClientIdentity;
+use super::launch::{LaunchError, Plugin};
+use super::lockfile::{self, LOCK_FILE, LockfileError, ProviderAddress};
+use super::proxy::{Proxied, Shared};
+use super::reattach::{self, REATTACH_ENV};
+use super::recorder::Recorder;
+
+/// Why the door could not open, or refuses a plan.
+#[derive(Debug, Error)]
+pub enum DoorError {
+    /// The lock file or a package.
+    #[error(transparent)]
+    Lockfile(Box<LockfileError>),
+    /// A plugin could not be started.
+    #[error(transparent)]
+    Launch(Box<LaunchError>),
+    /// The private socket folder could not be made.
+    #[error("provider door: cannot make a private folder for its sockets: {0}")]
+    Folder(std::io::Error),
+    /// The client certificate could not be made.
+    #[error("provider door: cannot make a client certificate: {0}")]
+    Cert(#[from] rcgen::Error),
+    /// A hash check did not finish.
+    #[error("provider door: a package hash check stopped: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    /// A provider of the plan does not pass through the door, and is not built in.
+    #[error(
+        "ProviderNotProxied: the plan uses provider {provider}, which does not pass through the provider door (it proxies {proxied}); nothing was applied. Run `terraform init` so {LOCK_FILE} names it, or run with --provider-door=off"
+    )]
+    NotProxied {
+        /// The provider the plan names.
+        provider: String,
+        /// What the door proxies.
+        proxied: String,
+    },
+}
+
+impl From<LockfileError> for DoorError {
+    fn from(e: LockfileError) -> Self {
+        DoorError::Lockfile(Box::new(e))
+    }
+}
+
+impl From<LaunchError> for DoorError {
+    fn from(e: LaunchError) -> Self {
+        DoorError::Launch(Box::new(e))
+    }
+}
+
+/// The door of one run: its providers, their sockets, and the variable that points terraform at them.
+pub struct Door {
+    providers: Vec<Proxied>,
+    shared: Arc<Shared>,
+    reattach: String,
+    // Dropped last: the sockets' folder.
+    _folder: tempfile::TempDir,
+}
+
+/// Terraform's data folder for `root`: `TF_DATA_DIR` (against the root when relative), else `.terraform`.
+pub fn data_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("TF_DATA_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => root.join(dir),
+        None => root.join(".terraform"),
+    }
+}
+
+impl Door {
+    /// Check and start every provider of `root`'s lock file, each behind its own socket.
+    pub async fn open(root: &Path) -> Result<Door, DoorError> {
+        let locked = lockfile::read(&root.join(LOCK_FILE))?;
+        let data = data_dir(root);
+        let mut checks = Vec::new();
+        for l in locked {
+            let package = lockfile::package(&data, &l)?;
+            checks.push(tokio::task::spawn_blocking(move || {
+                lockfile::verify(&l, &package).map(|_| (l, package))
+            }));
+        }
+        let mut packages = Vec::new();
+        for check in checks {
+            packages.push(check.await??);
+        }
+        let folder = private_folder().map_err(DoorError::Folder)?;
+        let shared = Arc::new(Shared {
+            identity: ClientIdentity::generate()?,
+            sockets: folder.path().to_path_buf(),
+            launches: AtomicUsize::new(0),
+            recorder: std::sync::Mutex::new(None),
+        });
+        let opening = packages.into_iter().map(|(l, package)| {
+            Proxied::open(
+                Plugin {
+                    address: l.address,
+                    executable: package.executable,
+                    cwd: root.to_path_buf(),
+                },
+                shared.clone(),
+            )
+        });
+        let mut providers = Vec::new();
+        for opened in futures::future::join_all(opening).await {
+            providers.push(opened?);
+        }
+        let entries: Vec<reattach::Entry> = providers
+            .iter()
+            .map(|p| reattach::Entry {
+                address: p.address(),
+                protocol: p.protocol(),
+                socket: p.socket(),
+            })
+            .collect();
+        let reattach = reattach::value(&entries, std::process::id());
+        Ok(Door {
+            providers,
+            shared,
+            reattach,
+            _folder: folder,
+        })
+    }
+
+    /// The environment terraform needs to use the door (nothing when no provider passes through it).
+    pub fn env(&self) -> Vec<(&'static str, &str)> {
+        if self.providers.is_empty() {
+            return Vec::new();
+        }
+        vec![(REATTACH_ENV, self.reattach.as_str())]
+    }
+
+    /// The providers that pass through the door.
+    pub fn proxied(&self) -> BTreeSet<&ProviderAddress> {
+        self.providers.iter().map(Proxied::address).collect()
+    }
+
+    /// Record each apply call's return with `recorder` from now on (none: stop recording).
+    pub fn record_returns(&self, recorder: Option<Arc<Recorder>>) {
+        if let Ok(mut held) = self.shared.recorder.lock() {
+            *held = recorder;
+        }
+    }
+
+    /// How many plugin processes the door has started.
+    pub fn launches(&self) -> usize {
+        self.shared.launches.load(Ordering::Relaxed)
+    }
+
+    /// Refuse a plan (`show -json`) that uses a provider neither proxied nor built in.
+    pub fn check_plan(&self, plan: &serde_json::Value) -> Result<(), DoorError> {
+        check_plan(&self.proxied(), plan)
+    }
+}
+
+/// Refuse `plan` if it names a provider that is neither in `proxied` nor built in.
+fn check_plan(
+    proxied: &BTreeSet<&ProviderAddress>,
+    plan: &serde_json::Value,
+) -> Result<(), DoorError> {
+    for name in plan_providers(plan) {
+        let ok =
+            ProviderAddress::parse(&name).is_some_and(|a| a.is_builtin() || proxied.contains(&a));
+        if !ok {
+            return Err(DoorError::NotProxied {
+                provider: name,
+                proxied: if proxied.is_empty() {
+                    "none".into()
+                } else {
+                    proxied
+                        .iter()
+                        .map(|a| a.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Every provider a plan names: its changes', its configuration's and its prior state's.
+fn plan_providers(plan: &serde_json::Value) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let mut take = |v: &serde_json::Value, key: &str| {
+        if let Some(s) = v.get(key).and_then(|s| s.as_str()) {
+            names.insert(s.to_string());
+        }
+    };
+    for change in plan["resource_changes"].as_array().into_iter().flatten() {
+        take(change, "provider_name");
+    }
+    if let Some(configs) = plan["configuration"]["provider_config"].as_object() {
+        for config in configs.values() {
+            take(config, "full_name");
+        }
+    }
+    let mut modules = vec![&plan["prior_state"]["values"]["root_module"]];
+    while let Some(module) = modules.pop() {
+        for r in module["resources"].as_array().into_iter().flatten() {
+            take(r, "provider_name");
+        }
+        modules.extend(module["child_modules"].as_array().into_iter().flatten());
+    }
+    names
+}
+
+const FOLDER_PREFIX: &str = "choudoufu-live-door-";
+
+/// A fresh folder only this user opens (0700), for the door's and the plugins' sockets.
+///
+/// Its name carries this process's id: folders that killed runs left are removed by the
+/// next door of the same user.
+fn private_folder() -> std::io::Result<tempfile::TempDir> {
+    crate::store::private_folder::create(FOLDER_PREFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_provider_a_plan_names() {
+        let plan = serde_json::json!({
+            "resource_changes": [
+                {"provider_name": "registry.terraform.io/hashicorp/aws"},
+                {"provider_name": "terraform.io/builtin/terraform"}
+            ],
+            "configuration": {"provider_config": {"aws.east": {"full_name": "registry.terraform.io/hashicorp/aws"}}},
+            "prior_state": {"values": {"root_module": {"child_modules": [
+                {"resources": [{"provider_name": "registry.opentofu.org/hashicorp/random"}]}
+            ]}}}
+        });
+        let names: Vec<String> = plan_providers(&plan).into_iter().collect();
+        assert_eq!(
+            names,
+            [
+                "registry.opentofu.org/hashicorp/random",
+                "registry.terraform.io/hashicorp/aws",
+                "terraform.io/builtin/terraform"
+            ]
+        );
+        // The random provider does not pass through a door that proxies only aws: refused by name.
+        let aws = ProviderAddress::parse("registry.terraform.io/hashicorp/aws").unwrap();
+        let random = ProviderAddress::parse("registry.opentofu.org/hashicorp/random").unwrap();
+        let e = check_plan(&BTreeSet::from([&aws]), &plan).unwrap_err();
+        assert!(matches!(e, DoorError::NotProxied { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("registry.opentofu.org/hashicorp/random"),
+            "{e}"
+        );
+        // Both proxied, and the builtin one needs no door.
+        check_plan(&BTreeSet::from([&aws, &random]), &plan).unwrap();
+        // An address key that does not match is no match (a tofu key for a terraform lock file).
+        let tf_random = ProviderAddress::parse("registry.terraform.io/hashicorp/random").unwrap();
+        assert!(check_plan(&BTreeSet::from([&aws, &tf_random]), &plan).is_err());
+    }
+}

@@ -1,0 +1,420 @@
+//! One provider behind the door: a unix socket terraform reattaches to, and a plugin process of its own for each connection.
+//!
+//! Every request is forwarded as it comes, HTTP/2 frames and trailers untouched, to the
+//! connection's own plugin: every RPC of tfplugin5 and tfplugin6 and go-plugin's own services
+//! (`GRPCBroker`, `GRPCStdio`, `GRPCController`) pass alike, and no message is decoded, so no
+//! gRPC message limit applies here (the AWS schema is about 13.6 MB). A connection's plugin is
+//! killed when terraform closes the connection, and every plugin when the door closes.
+//!
+//! A connection's plugin starts with its first call that needs one: the schema call is
+//! answered from the provider's [`SchemaCache`] once a plugin gave it, and go-plugin's broker
+//! and stdio streams wait for the plugin, so a connection that only reads the schema (one
+//! per terraform command, and one at the start of each walk) runs no process at all.
+
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Empty, StreamBody};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::client::conn::http2::SendRequest;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::task::{JoinHandle, JoinSet};
+
+use crate::cut::{Mechanism, cut};
+
+use super::client_tls::ClientIdentity;
+use super::launch::{LaunchError, Plugin, Upstream};
+use super::lockfile::ProviderAddress;
+use super::recorder::{Recorder, is_apply_call};
+use super::schema_cache::{Answer, SchemaCache, framed_message, is_schema_call};
+
+/// What every provider of one door shares.
+pub struct Shared {
+    /// The certificate every plugin is given.
+    pub identity: ClientIdentity,
+    /// The private folder of every socket (0700).
+    pub sockets: PathBuf,
+    /// How many plugin processes the door started.
+    pub launches: AtomicUsize,
+    /// What records each apply call's return, while an apply runs.
+    pub recorder: Mutex<Option<Arc<Recorder>>>,
+}
+
+impl Shared {
+    /// The recorder installed now, if any.
+    fn recorder(&self) -> Option<Arc<Recorder>> {
+        self.recorder.lock().ok().and_then(|r| r.clone())
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The body of an answer: the plugin's own as it comes, a kept one, or none.
+type Body = BoxBody<Bytes, BoxError>;
+
+/// What the connections of one provider share: the plugin started first, and the schema answer.
+#[derive(Default)]
+struct Provider {
+    spare: Mutex<Option<Upstream>>,
+    schema: SchemaCache,
+}
+
+/// One provider served through the door; its plugins end when it is dropped.
+pub struct Proxied {
+    address: ProviderAddress,
+    socket: PathBuf,
+    protocol: u32,
+    accepting: JoinHandle<()>,
+}
+
+impl Proxied {
+    /// Start one plugin of `plugin` (its handshake names the protocol terraform is told), then listen for terraform.
+    pub async fn open(plugin: Plugin, shared: Arc<Shared>) -> Result<Proxied, LaunchError> {
+        let first = Upstream::launch(&plugin, &shared.identity, &shared.sockets).await?;
+        shared.launches.fetch_add(1, Ordering::Relaxed);
+        let protocol = first.protocol();
+        let socket = shared.sockets.join(format!(
+            "door-{}-{}.sock",
+            plugin.address.kind(),
+            uuid::Uuid::new_v4().simple()
+        ));
+        let listener = UnixListener::bind(&socket).map_err(|source| LaunchError::Io {
+            address: plugin.address.clone(),
+            source,
+        })?;
+        let address = plugin.address.clone();
+        let provider = Arc::new(Provider {
+            spare: Mutex::new(Some(first)),
+            schema: SchemaCache::default(),
+        });
+        let accepting = tokio::spawn(accept(listener, plugin, shared, provider));
+        Ok(Proxied {
+            address,
+            socket,
+            protocol,
+            accepting,
+        })
+    }
+
+    /// The provider.
+    pub fn address(&self) -> &ProviderAddress {
+        &self.address
+    }
+
+    /// The socket terraform reattaches to.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The plugin protocol its plugins speak (5 or 6).
+    pub fn protocol(&self) -> u32 {
+        self.protocol
+    }
+}
+
+impl Drop for Proxied {
+    fn drop(&mut self) {
+        // Ending the accept loop drops its connections, and with them their plugins (kill on drop).
+        self.accepting.abort();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Accept terraform's connections until aborted; each gets a plugin of its own when it needs one.
+async fn accept(
+    listener: UnixListener,
+    plugin: Plugin,
+    shared: Arc<Shared>,
+    provider: Arc<Provider>,
+) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let conn = Arc::new(Conn {
+                        plugin: plugin.clone(),
+                        shared: shared.clone(),
+                        provider: provider.clone(),
+                        live: tokio::sync::OnceCell::new(),
+                        started: tokio::sync::watch::channel(false).0,
+                    });
+                    connections.spawn(serve(stream, conn));
+                }
+                Err(e) => {
+                    tracing::warn!(provider = %plugin.address, error = %e, "provider door: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+/// A running plugin of one connection, and the HTTP/2 connection to it.
+struct Live {
+    upstream: Upstream,
+    sender: SendRequest<Body>,
+}
+
+/// One terraform connection: its plugin, once it has one; dropping it stops the plugin.
+struct Conn {
+    plugin: Plugin,
+    shared: Arc<Shared>,
+    provider: Arc<Provider>,
+    live: tokio::sync::OnceCell<Live>,
+    started: tokio::sync::watch::Sender<bool>,
+}
+
+impl Conn {
+    /// The connection's plugin: the provider's spare, else one started now.
+    async fn live(&self) -> Result<&Live, LaunchError> {
+        self.live
+            .get_or_try_init(|| async {
+                let spare = self.provider.spare.lock().ok().and_then(|mut s| s.take());
+                let upstream = match spare {
+                    Some(up) => up,
+                    None => {
+                        let up = Upstream::launch(
+                            &self.plugin,
+                            &self.shared.identity,
+                            &self.shared.sockets,
+                        )
+                        .await?;
+                        self.shared.launches.fetch_add(1, Ordering::Relaxed);
+                        up
+                    }
+                };
+                let sender = upstream.connect(&self.shared.identity).await?;
+                Ok(Live { upstream, sender })
+            })
+            .await
+            .inspect(|_| {
+                self.started.send_replace(true);
+            })
+    }
+
+    /// The connection's plugin once some other call started it; never, if none does.
+    async fn started(&self) -> Option<&Live> {
+        let mut started = self.started.subscribe();
+        let _ = started.wait_for(|s| *s).await;
+        self.live.get()
+    }
+}
+
+/// Serve one terraform connection until terraform closes it; its plugin stops with it.
+async fn serve(stream: UnixStream, conn: Arc<Conn>) {
+    let address = conn.plugin.address.clone();
+    let handler = conn.clone();
+    let service = hyper::service::service_fn(move |req| handle(handler.clone(), req));
+    let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .adaptive_window(true)
+        .max_frame_size(1 << 20)
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+    if let Err(e) = served {
+        tracing::debug!(provider = %address, error = %e, "terraform's connection ended");
+    }
+    let pid = conn.live.get().and_then(|l| l.upstream.pid());
+    tracing::debug!(provider = %address, pid = pid.unwrap_or(0), "provider door: connection closed");
+}
+
+/// go-plugin's own long-lived streams, which wait for the connection's plugin.
+const PLUGIN_STREAMS: &[&str] = &[
+    "/plugin.GRPCBroker/StartStream",
+    "/plugin.GRPCStdio/StreamStdio",
+];
+/// go-plugin's Shutdown, answered at once when the connection has no plugin.
+const SHUTDOWN: &str = "/plugin.GRPCController/Shutdown";
+
+/// Answer one call of terraform's.
+async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let path = req.uri().path().to_string();
+    if PLUGIN_STREAMS.contains(&path.as_str()) && conn.live.get().is_none() {
+        return Ok(match conn.started().await {
+            Some(live) => forward(live, req).await,
+            None => unavailable("provider door: the connection closed"),
+        });
+    }
+    if path == SHUTDOWN && conn.live.get().is_none() {
+        return Ok(whole(&ok_empty()));
+    }
+    let schema = is_schema_call(&path);
+    if schema && let Some(kept) = conn.provider.schema.get() {
+        tracing::info!(provider = %conn.plugin.address, "provider door: answered a schema call from the kept answer");
+        return Ok(whole(&kept));
+    }
+    let live = match conn.live().await {
+        Ok(live) => live,
+        Err(e) => {
+            // Terraform names the provider; the door says why in its own log.
+            tracing::error!(error = %e, "provider door: cannot start a plugin for terraform");
+            return Ok(unavailable(&format!("provider door: {e}")));
+        }
+    };
+    if is_apply_call(&path)
+        && let Some(recorder) = conn.shared.recorder()
+    {
+        return Ok(apply_recorded(&conn, live, req, &recorder).await);
+    }
+    if !schema {
+        return Ok(forward(live, req).await);
+    }
+    let resp = forward(live, req).await;
+    let (parts, body) = resp.into_parts();
+    match body.collect().await {
+        Ok(collected) => {
+            let answer = Answer {
+                headers: parts.headers,
+                trailers: collected.trailers().cloned().unwrap_or_default(),
+                body: collected.to_bytes(),
+            };
+            conn.provider.schema.offer(&answer);
+            Ok(whole(&answer))
+        }
+        Err(e) => Ok(unavailable(&format!(
+            "provider door: the schema answer broke off: {e}"
+        ))),
+    }
+}
+
+/// Forward an apply call whole, and hold its answer until the recorder wrote what it returned.
+///
+/// The request and answer are collected (an apply call is one message each way); a call
+/// the recorder cannot read still reaches terraform unchanged.
+async fn apply_recorded(
+    conn: &Conn,
+    live: &Live,
+    req: Request<Incoming>,
+    recorder: &Recorder,
+) -> Response<Body> {
+    if cut(Mechanism::ReturnRecords) {
+        return forward(live, req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let request = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return unavailable(&format!("provider door: the apply call broke off: {e}")),
+    };
+    let req = Request::from_parts(parts, whole_body(request.clone(), None));
+    let resp = forward_body(live, req).await;
+    let (parts, body) = resp.into_parts();
+    let collected = match body.collect().await {
+        Ok(collected) => collected,
+        Err(e) => {
+            return unavailable(&format!("provider door: the apply answer broke off: {e}"));
+        }
+    };
+    let trailers = collected.trailers().cloned();
+    let answer = collected.to_bytes();
+    let ok = trailers
+        .as_ref()
+        .and_then(|t| t.get("grpc-status"))
+        .or_else(|| parts.headers.get("grpc-status"))
+        .is_some_and(|v| v.as_bytes() == b"0");
+    match (ok, framed_message(&request), framed_message(&answer)) {
+        (true, Some(request), Some(message)) => {
+            recorder
+                .returned(
+                    &conn.plugin.address,
+                    &conn.provider.schema,
+                    request,
+                    message,
+                )
+                .await;
+        }
+        (true, _, _) => {
+            tracing::warn!(provider = %conn.plugin.address, "provider door: an apply call was not one plain message; terraform's own save records it");
+        }
+        (false, _, _) => {}
+    }
+    Response::from_parts(parts, whole_body(answer, trailers))
+}
+
+/// A body of `data`, then `trailers` if any.
+fn whole_body(data: Bytes, trailers: Option<hyper::HeaderMap>) -> Body {
+    let mut frames = vec![Ok::<_, BoxError>(Frame::data(data))];
+    if let Some(t) = trailers {
+        frames.push(Ok(Frame::trailers(t)));
+    }
+    StreamBody::new(futures::stream::iter(frames)).boxed()
+}
+
+/// Send one request on to the plugin, and its answer back as it comes.
+async fn forward(live: &Live, req: Request<Incoming>) -> Response<Body> {
+    forward_body(live, req.map(|b| b.map_err(BoxError::from).boxed())).await
+}
+
+/// [`forward`] for a request whose body is already the door's own.
+async fn forward_body(live: &Live, mut req: Request<Body>) -> Response<Body> {
+    let path = req
+        .uri()
+        .path_and_query()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "/".into());
+    match hyper::Uri::builder()
+        .scheme("https")
+        .authority("localhost")
+        .path_and_query(path)
+        .build()
+    {
+        Ok(uri) => *req.uri_mut() = uri,
+        Err(e) => return unavailable(&format!("provider door: {e}")),
+    }
+    match live.sender.clone().send_request(req).await {
+        Ok(resp) => resp.map(|b| b.map_err(BoxError::from).boxed()),
+        Err(e) => unavailable(&format!(
+            "provider door: the provider plugin did not answer: {e}"
+        )),
+    }
+}
+
+/// A whole answer, sent again: its headers, its body, its trailers.
+fn whole(answer: &Answer) -> Response<Body> {
+    let frames = [
+        Ok::<_, BoxError>(Frame::data(answer.body.clone())),
+        Ok(Frame::trailers(answer.trailers.clone())),
+    ];
+    let mut resp = Response::new(StreamBody::new(futures::stream::iter(frames)).boxed());
+    *resp.headers_mut() = answer.headers.clone();
+    resp
+}
+
+/// An empty message with status OK (go-plugin's `Empty`).
+fn ok_empty() -> Answer {
+    let mut headers = hyper::HeaderMap::new();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/grpc"),
+    );
+    let mut trailers = hyper::HeaderMap::new();
+    trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+    Answer {
+        headers,
+        body: Bytes::from_static(&[0, 0, 0, 0, 0]),
+        trailers,
+    }
+}
+
+/// A trailers-only gRPC answer: UNAVAILABLE, with `message`.
+fn unavailable(message: &str) -> Response<Body> {
+    let encoded =
+        percent_encoding::utf8_percent_encode(message, percent_encoding::NON_ALPHANUMERIC)
+            .to_string();
+    let mut resp = Response::new(Empty::new().map_err(BoxError::from).boxed());
+    let headers = resp.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("grpc-status", hyper::header::HeaderValue::from_static("14"));
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&encoded) {
+        headers.insert("grpc-message", v);
+    }
+    resp
+}

@@ -1,0 +1,231 @@
+//! Records at each provider return (cdf-killed-records, both kills), with the project's own
+//! provider: a chain p1 → wait → p2 → wait → p3 → wait → p4 killed while a wait runs leaves a
+//! record for every object it made, and the next apply creates only the rest.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use testkit::cdftest::{Cdftest, started};
+use testkit::tf::{Records, Root, text, turn};
+
+/// The parent pid of `pid`, while it is a process that has not ended.
+fn parent(pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": the name may hold spaces and parentheses.
+    let after = &s[s.rfind(')')? + 2..];
+    let mut fields = after.split(' ');
+    let state = fields.next()?.chars().next()?;
+    let ppid = fields.next()?.parse().ok()?;
+    (state != 'Z' && state != 'X').then_some(ppid)
+}
+
+/// Every living descendant of `pid`, with its name.
+fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut all = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(up) = frontier.pop() {
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if parent(child) == Some(up) {
+                let name = std::fs::read_to_string(format!("/proc/{child}/comm"))
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string();
+                all.push((child, name));
+                frontier.push(child);
+            }
+        }
+    }
+    all
+}
+
+fn kill(pid: u32) {
+    use nix::sys::signal::{Signal, kill};
+    let _ = kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
+}
+
+fn run(root: &Root, cdf: &Cdftest, opts: &[&str], args: &[&str]) -> Command {
+    let mut c = root.run_cmd_with(opts, args);
+    cdf.env(&mut c);
+    c
+}
+
+fn must(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
+/// The record of `address`, if it has one.
+fn record(root: &Root, cdf: &Cdftest, address: &str) -> Option<serde_json::Value> {
+    let mut c = root.cli(&["records", "show", address]);
+    cdf.env(&mut c);
+    let out = c.output().unwrap();
+    if !out.status.success() {
+        return None;
+    }
+    let body: String = text(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    Some(serde_json::from_str(&body).unwrap())
+}
+
+/// Which process the test kills mid-apply.
+#[derive(Clone, Copy, Debug)]
+enum Victim {
+    /// terraform alone (`run` lives on and ends).
+    Terraform,
+    /// `run` itself (its terraform and plugins die with it).
+    Run,
+}
+
+/// Wait until `child` has ended, within `limit`.
+fn reap(child: &mut Child, limit: Duration) {
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            kill(child.id());
+            panic!("the run did not end within {limit:?} of the kill");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn killed_chain(victim: Victim, estate: &str) {
+    let _turn = turn();
+    let cdf = Cdftest::new(false);
+    let root = Root::new("cdftest-chain", estate, &Records::Local);
+    must(
+        run(&root, &cdf, &[], &["init", "-input=false"])
+            .output()
+            .unwrap(),
+        "run init",
+    );
+    let mut child = run(
+        &root,
+        &cdf,
+        &[],
+        &["apply", "-auto-approve", "-input=false"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let run_pid = child.id();
+    // p3's create is sleeping: p1 and p2 returned, p3 and p4 are not made.
+    cdf.wait_for("ApplyResourceChange", "p3", Duration::from_secs(120));
+    let family = descendants(run_pid);
+    match victim {
+        Victim::Terraform => {
+            let tf: Vec<u32> = family
+                .iter()
+                .filter(|(_, n)| n == "terraform")
+                .map(|(p, _)| *p)
+                .collect();
+            assert!(!tf.is_empty(), "no terraform under run: {family:?}");
+            tf.iter().for_each(|p| kill(*p));
+        }
+        Victim::Run => kill(run_pid),
+    }
+    reap(&mut child, Duration::from_secs(60));
+    // Every process of the killed run is gone before the next one starts.
+    let killed = Instant::now();
+    let mut left = family.clone();
+    while !left.is_empty() && killed.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+        left.retain(|(p, _)| parent(*p).is_some());
+    }
+    left.iter().for_each(|(p, _)| kill(*p));
+
+    let objects = cdf.objects();
+    let names: Vec<&str> = objects.iter().filter_map(|o| o["name"].as_str()).collect();
+    assert_eq!(names, ["p1", "p2"], "{victim:?}: the cloud after the kill");
+    for object in &objects {
+        let name = object["name"].as_str().unwrap();
+        let address = format!("cdftest_thing.{name}");
+        let rec = record(&root, &cdf, &address)
+            .unwrap_or_else(|| panic!("{victim:?}: {name} is in the cloud with no record"));
+        assert_eq!(
+            rec["instance"]["attributes"]["id"], object["id"],
+            "{victim:?}: {address}'s record is not its object"
+        );
+    }
+    for name in ["p3", "p4"] {
+        assert!(
+            record(&root, &cdf, &format!("cdftest_thing.{name}")).is_none(),
+            "{victim:?}: {name} has a record and no object"
+        );
+    }
+
+    // The next apply (waiting out a killed run's claims) creates only the rest.
+    let before = cdf.calls().len();
+    let out = must(
+        run(
+            &root,
+            &cdf,
+            &["--wait=3m"],
+            &["apply", "-auto-approve", "-input=false"],
+        )
+        .output()
+        .unwrap(),
+        "the next apply",
+    );
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(!said.contains("already exists"), "{said}");
+    let calls = cdf.calls();
+    let mut applied: Vec<&str> = started(&calls[before..], "ApplyResourceChange", None)
+        .filter_map(|c| c.name.as_deref())
+        .collect();
+    applied.sort_unstable();
+    assert_eq!(
+        applied,
+        ["p3", "p4"],
+        "{victim:?}: the next apply's creates"
+    );
+    let names: Vec<String> = cdf
+        .objects()
+        .iter()
+        .filter_map(|o| o["name"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        names,
+        ["p1", "p2", "p3", "p4"],
+        "{victim:?}: exactly 4 objects"
+    );
+    let plan = run(
+        &root,
+        &cdf,
+        &[],
+        &["plan", "-detailed-exitcode", "-input=false"],
+    )
+    .output()
+    .unwrap();
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{victim:?}: the plan after is not clean:\n{}\n{}",
+        text(&plan.stdout),
+        text(&plan.stderr)
+    );
+}
+
+/// terraform SIGKILLed while p3's wait runs: p1 and p2 have their records; the next apply makes p3 and p4 only.
+#[test]
+fn terraform_killed_mid_chain_leaves_a_record_for_every_object() {
+    killed_chain(Victim::Terraform, "ret-tf");
+}
+
+/// `run` SIGKILLed while p3's wait runs: the same, once the next run waited out the killed run's claims.
+#[test]
+fn run_killed_mid_chain_leaves_a_record_for_every_object() {
+    killed_chain(Victim::Run, "ret-run");
+}
