@@ -85,6 +85,8 @@ pub enum Mechanism {
     ClockSkew,
     /// A write whose log entry is past the stall limit logging again before the record write.
     LogStall,
+    /// Each record write making its write log entry first (cut: the entry is named, never stored).
+    LogEntries,
     /// `run` writing, after terraform exits, the state whose write failed for a store error.
     Flush,
     /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
@@ -167,6 +169,7 @@ impl Mechanism {
         Mechanism::ImagePrior,
         Mechanism::ClockSkew,
         Mechanism::LogStall,
+        Mechanism::LogEntries,
         Mechanism::LineageCheck,
         Mechanism::MigrateOut,
         Mechanism::OutputReconcile,
@@ -241,6 +244,7 @@ impl Mechanism {
             Mechanism::ImagePrior => "image-prior",
             Mechanism::ClockSkew => "clock-skew",
             Mechanism::LogStall => "log-stall",
+            Mechanism::LogEntries => "log-entries",
             Mechanism::Flush => "flush",
             Mechanism::FlushBase => "flush-base",
             Mechanism::RecoveryFile => "recovery-file",

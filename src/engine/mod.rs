@@ -8,6 +8,7 @@ pub mod claims;
 pub mod digest;
 pub mod image;
 pub mod layout;
+pub mod log_writer;
 pub mod markers;
 pub mod operation;
 pub mod plan_stamp;

@@ -54,6 +54,9 @@ pub struct Writer {
     /// The store version this content was put back from, when `records restore` wrote it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restored_from: Option<String>,
+    /// The name of the write log entry made before this write (none: an older writer's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
 }
 
 /// One stored record: the state item it holds, whose estate it is, and who last wrote it.

@@ -8,13 +8,15 @@ use serde_json::Value;
 
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::{KeyKind, Layout};
+use crate::engine::log_writer::LogWriter;
 use crate::engine::markers::owner_of;
 use crate::engine::program::{ProgramStamp, now_rfc3339};
 use crate::engine::record::{CorruptRecord, Record, Writer};
 use crate::engine::session::{RecordConflict, RunInfo, SessionError};
 use crate::engine::state::{Item, ResourceMeta};
+use crate::engine::write_log::{LogEntry, LogOp};
 use crate::store::{
-    DynStore, Precondition, StoreError, Version, WriteOutcome, list_all, put_conditional,
+    DynStore, KeyRange, Precondition, Version, WriteOutcome, list_range, put_conditional,
 };
 
 /// Format tag of a default provider record.
@@ -118,12 +120,14 @@ fn build(
     run: &RunInfo,
     w: &RecordWrite,
     content: &Value,
+    entry: &LogEntry,
 ) -> Result<Vec<u8>, String> {
     let writer = Writer {
         run_id: run.run_id.clone(),
         written_at: now_rfc3339(),
         terraform_version: None,
         restored_from: None,
+        log: Some(entry.name()),
     };
     match w.kind {
         Kind::Provider => {
@@ -253,8 +257,9 @@ async fn write_one(
     store: &DynStore,
     layout: &Layout,
     run: &RunInfo,
+    log: &LogWriter,
     w: RecordWrite,
-) -> Result<(String, Outcome), StoreError> {
+) -> Result<(String, Outcome), SessionError> {
     let key = key_of(layout, w.kind, &w.address);
     let conflict = |expected: Option<Version>, stored: Option<Version>| {
         Outcome::Conflict(RecordConflict {
@@ -266,7 +271,12 @@ async fn write_one(
     };
     let outcome = match &w.op {
         WriteOp::Create(content) | WriteOp::Update(_, content) => {
-            let bytes = match build(layout, run, &w, content) {
+            let op = match &w.op {
+                WriteOp::Update(..) => LogOp::Update,
+                _ => LogOp::Create,
+            };
+            let entry = log.before_write(op, &key).await?;
+            let bytes = match build(layout, run, &w, content, &entry) {
                 Ok(b) => b,
                 Err(m) => {
                     return Ok((
@@ -316,6 +326,7 @@ async fn write_one(
             {
                 return Ok((w.address.clone(), decided));
             }
+            log.before_write(LogOp::Delete, &key).await?;
             match store.delete(&key, expected).await? {
                 WriteOutcome::Written(_) => Outcome::Written(None),
                 WriteOutcome::Conflict(c) if c.found.is_none() => Outcome::AlreadyGone,
@@ -329,16 +340,18 @@ async fn write_one(
 /// One write's place in the batch and what became of it.
 type Numbered = (usize, (String, Outcome));
 
-/// Make every write, `parallel` at a time; one outcome per write, in the order given.
+/// Make every write, `parallel` at a time, each after its entry in the write log (made by
+/// `log`); one outcome per write, in the order given.
 pub async fn write_records(
     store: &DynStore,
     layout: &Layout,
     run: &RunInfo,
+    log: &LogWriter,
     writes: Vec<RecordWrite>,
     parallel: usize,
 ) -> Result<Vec<(String, Outcome)>, SessionError> {
-    let results: Vec<Result<Numbered, StoreError>> = stream::iter(writes.into_iter().enumerate())
-        .map(|(i, w)| async move { write_one(store, layout, run, w).await.map(|r| (i, r)) })
+    let results: Vec<Result<Numbered, SessionError>> = stream::iter(writes.into_iter().enumerate())
+        .map(|(i, w)| async move { write_one(store, layout, run, log, w).await.map(|r| (i, r)) })
         .buffer_unordered(parallel.max(1))
         .collect()
         .await;
@@ -371,7 +384,9 @@ pub async fn read_entries(
     layout: &Layout,
     parallel: usize,
 ) -> Result<Vec<Entry>, SessionError> {
-    let listed = list_all(store.as_ref(), &layout.prefix()).await?;
+    // Everything but the write log, which sorts last.
+    let before_log = KeyRange::new(None, Some(layout.log_prefix()));
+    let listed = list_range(store.as_ref(), &layout.prefix(), &before_log, 1000).await?;
     let wanted: Vec<(String, KeyKind)> = listed
         .into_iter()
         .filter_map(|l| match layout.classify(&l.key) {

@@ -9,8 +9,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use choudoufu_live::engine::layout::{EstateName, Layout};
+use choudoufu_live::engine::log_writer::{ClockCheckError, LogWriteError, LogWriter};
 use choudoufu_live::engine::program::ProgramStamp;
-use choudoufu_live::engine::session::{ClockCheckError, LogWriteError, RunInfo, Session};
+use choudoufu_live::engine::record::Record;
+use choudoufu_live::engine::record_writes::{self, Outcome, RecordWrite, WriteOp};
+use choudoufu_live::engine::session::{Instant, RunInfo, Session, SessionError};
 use choudoufu_live::engine::write_log::{LogEntry, LogOp, Offset, OffsetClock, Timing};
 use choudoufu_live::store::{DynStore, KeyRange, list_all};
 use common::{Fixture, Kind};
@@ -194,9 +197,141 @@ async fn a_stalled_write_logs_again(kind: Kind) {
     assert_eq!(listed, [again.key(&l), first.key(&l)]);
 }
 
+/// The entries in `l`'s log, as their names say them.
+async fn entries(store: &DynStore, l: &Layout) -> Vec<LogEntry> {
+    list_all(store.as_ref(), &l.log_prefix())
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| LogEntry::parse(l, &i.key).unwrap())
+        .collect()
+}
+
+/// The name of the entry the record at `key` carries, and that record's key.
+async fn carried(store: &DynStore, l: &Layout, key: &str) -> Option<String> {
+    let stored = store.get(key).await.unwrap()?;
+    Record::decode(key, &stored.bytes, l).unwrap().writer.log
+}
+
+/// Every record write, by every writer of the engine (a session's state write, a record written
+/// at a provider's return, the choudoufu protocol's record writes), makes its write log entry
+/// first: each create, update and delete has one entry naming its record and operation, and
+/// each record written carries its entry's name.
+async fn every_record_write_logs_first(kind: Kind) {
+    let f = Fixture::new(kind, "logged").await;
+    let l = layout("logged");
+    let s = Session::new(f.store.clone(), l.clone(), run());
+    s.write_state(&doc(3)).await.unwrap().into_result().unwrap();
+    // r0 changes, r2 goes, r1 stays.
+    let mut next: Value = serde_json::from_slice(&doc(2)).unwrap();
+    next["resources"][0]["instances"][0]["attributes"]["id"] = json!("id-0b");
+    s.write_state(&serde_json::to_vec(&next).unwrap())
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    let (meta, mut instance) = s.instance_of("terraform_data.r1").await.unwrap();
+    instance["attributes"]["id"] = json!("id-1b");
+    s.write_instant(Instant::Put {
+        address: "terraform_data.r1".into(),
+        meta,
+        instance,
+    })
+    .await
+    .unwrap();
+    s.write_instant(Instant::Delete {
+        address: "terraform_data.r0".into(),
+    })
+    .await
+    .unwrap();
+    let protocol = LogWriter::new(f.store.clone(), l.clone(), &s.run().run_id);
+    let written = record_writes::write_records(
+        &f.store,
+        &l,
+        s.run(),
+        &protocol,
+        vec![RecordWrite {
+            address: "o".into(),
+            kind: record_writes::Kind::Output,
+            op: WriteOp::Create(json!({"output": {"value": "v", "type": "string"}})),
+        }],
+        4,
+    )
+    .await
+    .unwrap();
+    assert!(
+        matches!(written[0].1, Outcome::Written(_)),
+        "{kind:?}: {written:?}"
+    );
+    let key = |i: usize| l.resource_key(&format!("terraform_data.r{i}"));
+    let mut listed: Vec<(String, LogOp)> = entries(&f.store, &l)
+        .await
+        .iter()
+        .rev()
+        .map(|e| (e.record_key(&l), e.op))
+        .collect();
+    let mut expected = vec![
+        (key(0), LogOp::Create),
+        (key(1), LogOp::Create),
+        (key(2), LogOp::Create),
+        (key(2), LogOp::Delete),
+        (key(0), LogOp::Update),
+        (key(1), LogOp::Update),
+        (key(0), LogOp::Delete),
+        (l.output_key("o"), LogOp::Create),
+    ];
+    // The writes of one document go out at once, in any order.
+    listed[..3].sort_by(|a, b| a.0.cmp(&b.0));
+    listed[3..5].sort_by_key(|(_, op)| *op == LogOp::Update);
+    expected[3..5].sort_by_key(|(_, op)| *op == LogOp::Update);
+    assert_eq!(listed, expected, "{kind:?}: one entry per record write");
+    let names: Vec<String> = entries(&f.store, &l)
+        .await
+        .iter()
+        .map(LogEntry::name)
+        .collect();
+    for record in [key(1), l.output_key("o")] {
+        let name = carried(&f.store, &l, &record).await;
+        let entry = names
+            .iter()
+            .find(|n| Some(*n) == name.as_ref())
+            .unwrap_or_else(|| panic!("{kind:?}: {record} carries {name:?}, no entry"));
+        assert_eq!(
+            LogEntry::parse(&l, &format!("{}{entry}", l.log_prefix()))
+                .unwrap()
+                .record_key(&l),
+            record
+        );
+    }
+}
+
+/// A writer whose clock is too far from the store's writes no record and no entry: its state
+/// write is refused by name (ClockSkewError).
+async fn a_skewed_writer_writes_nothing(kind: Kind) {
+    let f = Fixture::new(kind, "skew-write").await;
+    let l = layout("skewwrite");
+    let s = skewed(&f.store, &l, Offset::Ahead(Duration::from_secs(300)));
+    match s.write_state(&doc(2)).await {
+        Err(SessionError::ClockSkew(e)) => {
+            assert!(e.to_string().starts_with("ClockSkewError: "), "{e}")
+        }
+        other => panic!("{kind:?}: a writer 5 min ahead wrote: {other:?}"),
+    }
+    let left: Vec<String> = list_all(f.store.as_ref(), &l.prefix())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|i| i.key)
+        .filter(|k| k.starts_with(&format!("{}r/", l.prefix())) || k.starts_with(&l.log_prefix()))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "{kind:?}: no record, no entry");
+}
+
 testkit::per_kind!(
     local => Local, s3 => S3, azurerm => Azure, gcs => Gcs;
     [
+        every_record_write_logs_first,
+        a_skewed_writer_writes_nothing,
         a_skewed_clock_is_refused_by_name,
         a_skewed_reader_writes_no_image,
         entries_list_newest_first_and_name_their_records,

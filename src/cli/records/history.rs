@@ -14,9 +14,11 @@ use super::out::{outln, table};
 use crate::cli::error::CliError;
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::KeyKind;
+use crate::engine::log_writer::LogWriter;
 use crate::engine::program::now_rfc3339;
 use crate::engine::record::{Record, RecordKind, Writer};
-use crate::engine::session::RunInfo;
+use crate::engine::session::{RunInfo, SessionError};
+use crate::engine::write_log::LogOp;
 use crate::run::EXIT_CONFLICT;
 use crate::store::key;
 use crate::store::versions::parse_time;
@@ -485,15 +487,27 @@ pub async fn restore(
             written_at: now_rfc3339(),
             terraform_version: old.writer.terraform_version.clone(),
             restored_from: Some(wanted.to_string()),
+            log: None,
         },
     };
-    let bytes = restored.encode();
+    let log = LogWriter::new(estate.store.clone(), estate.layout.clone(), &run.run_id);
+    let mut restored = restored;
     let mut precondition = match &current {
         Some((_, v)) => Precondition::Matches(v.clone()),
         None => Precondition::Absent,
     };
     let mut tries = 0;
     let written: Version = loop {
+        let op = match precondition {
+            Precondition::Absent => LogOp::Create,
+            Precondition::Matches(_) => LogOp::Update,
+        };
+        let entry = log
+            .before_write(op, &key)
+            .await
+            .map_err(SessionError::from)?;
+        restored.writer.log = Some(entry.name());
+        let bytes = restored.encode();
         match store::put_conditional(estate.store.as_ref(), &key, &bytes, &precondition).await? {
             WriteOutcome::Written(v) => break v,
             // Cut: a blind restore, tried again on whatever is there now (last writer wins).

@@ -113,6 +113,7 @@ fn digest_of(layout: &Layout, item: &Item) -> String {
             written_at: String::new(),
             terraform_version: None,
             restored_from: None,
+            log: None,
         },
     }
     .content_digest()

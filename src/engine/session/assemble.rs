@@ -245,6 +245,7 @@ mod tests {
                     written_at: "t".into(),
                     terraform_version: None,
                     restored_from: None,
+                    log: None,
                 },
             })
             .collect();

@@ -3,8 +3,10 @@
 use thiserror::Error;
 
 use super::report::RecordConflictError;
+use crate::engine::log_writer::{ClockCheckError, EntryRefused, LogWriteError};
 use crate::engine::record::CorruptRecord;
 use crate::engine::state::StateError;
+use crate::engine::write_log::ClockSkewError;
 use crate::store::{GuardError, SafetyUnchecked, StoreError, UnsafeRecordStore};
 
 /// Why a session could not read or write the estate.
@@ -28,6 +30,24 @@ pub enum SessionError {
     /// The record store's safety could not be checked before the first write; it is checked again before the next.
     #[error(transparent)]
     Unchecked(#[from] SafetyUnchecked),
+    /// This machine's clock is too far from the store's: no record was written.
+    #[error(transparent)]
+    ClockSkew(#[from] ClockSkewError),
+    /// A record's write log entry was refused: the record was not written.
+    #[error(transparent)]
+    LogEntry(#[from] EntryRefused),
+}
+
+impl From<LogWriteError> for SessionError {
+    fn from(e: LogWriteError) -> Self {
+        match e {
+            LogWriteError::Clock(ClockCheckError::Store(s)) | LogWriteError::Store(s) => {
+                SessionError::Store(s)
+            }
+            LogWriteError::Clock(ClockCheckError::Skew(s)) => SessionError::ClockSkew(s),
+            LogWriteError::Refused(r) => SessionError::LogEntry(r),
+        }
+    }
 }
 
 impl From<GuardError> for SessionError {

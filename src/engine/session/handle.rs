@@ -13,8 +13,9 @@ use super::view::{Pin, View};
 use crate::cut::{Mechanism, cut};
 use crate::engine::claims::Claims;
 use crate::engine::layout::Layout;
+use crate::engine::log_writer::LogWriter;
 use crate::engine::read_cache::ReadCache;
-use crate::engine::write_log::{Clock, SystemClock, Timing};
+use crate::engine::write_log::{Clock, Timing};
 use crate::store::{DynStore, GuardError, WriteGuard};
 
 /// How many store calls a session makes at once by default.
@@ -33,20 +34,15 @@ pub struct Session {
     /// The last check that could not be made (kept only for the `guard-retry` cut, which answers it again).
     guard_failed: std::sync::Mutex<Option<GuardError>>,
     pub(super) cache: Option<ReadCache>,
-    /// The clock the write log's times are read from.
-    pub(super) clock: Arc<dyn Clock>,
-    /// The write log's figures.
-    pub(super) timing: Timing,
-    /// Set once this clock was found close enough to the store's.
-    pub(super) clock_checked: OnceCell<()>,
-    /// The counter of this session's write log entries.
-    pub(super) log_seq: std::sync::atomic::AtomicU32,
+    /// The writer of this run's write log entries (its clock and figures).
+    pub(super) log: LogWriter,
 }
 
 impl Session {
     /// A session that has read nothing yet.
     pub fn new(store: DynStore, layout: Layout, run: RunInfo) -> Self {
         Session {
+            log: LogWriter::new(store.clone(), layout.clone(), &run.run_id),
             store,
             layout,
             run,
@@ -56,10 +52,6 @@ impl Session {
             guard_passed: OnceCell::new(),
             guard_failed: std::sync::Mutex::new(None),
             cache: None,
-            clock: Arc::new(SystemClock),
-            timing: Timing::default(),
-            clock_checked: OnceCell::new(),
-            log_seq: std::sync::atomic::AtomicU32::new(0),
         }
     }
 
@@ -84,13 +76,13 @@ impl Session {
 
     /// The same session reading the time from `clock` (tests set a skewed one).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.log = self.log.with_clock(clock);
         self
     }
 
     /// The same session under the write log's figures `timing` (tests shorten them).
     pub fn with_timing(mut self, timing: Timing) -> Self {
-        self.timing = timing;
+        self.log = self.log.with_timing(timing);
         self
     }
 

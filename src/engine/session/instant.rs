@@ -15,6 +15,7 @@ use crate::cut::{Mechanism, cut};
 use crate::engine::program::now_rfc3339;
 use crate::engine::record::{Record, Writer};
 use crate::engine::state::{Item, ResourceMeta};
+use crate::engine::write_log::LogOp;
 use crate::store::{self, Precondition, WriteOutcome};
 
 /// One instance record to write at once.
@@ -84,6 +85,7 @@ impl Session {
                 return Ok(Landed::Unchanged);
             };
             self.check_guard().await?;
+            self.log.before_write(LogOp::Delete, &key).await?;
             return Ok(match self.store.delete(&key, &base.version).await? {
                 WriteOutcome::Written(()) => {
                     view.base.remove(&key);
@@ -103,7 +105,7 @@ impl Session {
                 }),
             });
         };
-        let record = Record {
+        let mut record = Record {
             estate: self.layout.estate().to_string(),
             item: Item::Resource {
                 address: address.clone(),
@@ -116,6 +118,7 @@ impl Session {
                 written_at: now_rfc3339(),
                 terraform_version: None,
                 restored_from: None,
+                log: None,
             },
         };
         let digest = record.content_digest();
@@ -133,6 +136,12 @@ impl Session {
             };
             view.snapshot.estate = Some(self.ensure_estate(&lineage).await?);
         }
+        let op = match precondition {
+            Precondition::Absent => LogOp::Create,
+            Precondition::Matches(_) => LogOp::Update,
+        };
+        let entry = self.log.before_write(op, &key).await?;
+        record.writer.log = Some(entry.name());
         let bytes = record.encode();
         Ok(
             match store::put_conditional(self.store.as_ref(), &key, &bytes, &precondition).await? {

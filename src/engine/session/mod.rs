@@ -16,8 +16,8 @@
 mod assemble;
 mod error;
 mod handle;
-mod log_entries;
 mod instant;
+mod log_entries;
 mod read;
 mod recovery;
 mod report;
@@ -30,7 +30,7 @@ mod write;
 pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_lineage, serial_of};
 pub use error::SessionError;
 pub use handle::{DEFAULT_PARALLEL, Session};
-pub use log_entries::{ClockCheckError, LogWriteError};
+
 pub use instant::{Instant, Landed};
 pub use read::{
     Read, ReadStats, Sources, fetch_image, read_estate, read_snapshot, read_snapshot_cached,

@@ -17,6 +17,7 @@ use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::program::now_rfc3339;
 use crate::engine::record::{CorruptRecord, ESTATE_FORMAT, EstateMeta, Record, Writer};
 use crate::engine::state;
+use crate::engine::write_log::LogOp;
 use crate::store::{self, Precondition, Version, WriteOutcome};
 
 /// One record write a document asks for.
@@ -103,6 +104,7 @@ impl Session {
             written_at: now_rfc3339(),
             terraform_version: Some(split.terraform_version.clone()).filter(|v| !v.is_empty()),
             restored_from: None,
+            log: None,
         };
         let mut wanted: BTreeMap<String, Record> = BTreeMap::new();
         for item in split.items {
@@ -259,10 +261,16 @@ impl Session {
         match op {
             Op::Put {
                 key,
-                record,
+                mut record,
                 digest,
                 precondition,
             } => {
+                let op = match precondition {
+                    Precondition::Absent => LogOp::Create,
+                    Precondition::Matches(_) => LogOp::Update,
+                };
+                let entry = self.log.before_write(op, &key).await?;
+                record.writer.log = Some(entry.name());
                 let bytes = record.encode();
                 let outcome =
                     store::put_conditional(self.store.as_ref(), &key, &bytes, &precondition)
@@ -308,28 +316,40 @@ impl Session {
                 key,
                 address,
                 expected,
-            } => Ok(match self.store.delete(&key, &expected).await? {
-                WriteOutcome::Written(()) => Done::Deleted {
-                    key,
-                    address,
-                    already_gone: false,
-                },
-                WriteOutcome::Conflict(c) if c.found.is_none() => Done::Deleted {
-                    key,
-                    address,
-                    already_gone: true,
-                },
-                WriteOutcome::Conflict(c) => Done::Refused {
-                    key,
-                    conflict: RecordConflict {
-                        address,
-                        op: "delete",
-                        expected: c.expected,
-                        stored: c.found,
-                    },
-                },
-            }),
+            } => {
+                self.log.before_write(LogOp::Delete, &key).await?;
+                self.delete(key, address, expected).await
+            }
         }
+    }
+
+    async fn delete(
+        &self,
+        key: String,
+        address: String,
+        expected: Version,
+    ) -> Result<Done, SessionError> {
+        Ok(match self.store.delete(&key, &expected).await? {
+            WriteOutcome::Written(()) => Done::Deleted {
+                key,
+                address,
+                already_gone: false,
+            },
+            WriteOutcome::Conflict(c) if c.found.is_none() => Done::Deleted {
+                key,
+                address,
+                already_gone: true,
+            },
+            WriteOutcome::Conflict(c) => Done::Refused {
+                key,
+                conflict: RecordConflict {
+                    address,
+                    op: "delete",
+                    expected: c.expected,
+                    stored: c.found,
+                },
+            },
+        })
     }
 }
 

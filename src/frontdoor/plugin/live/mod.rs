@@ -19,11 +19,14 @@ use crate::cloud::aws::markers as markers_aws;
 use crate::engine::claims::{self, Liveness};
 use crate::engine::digest::value_digest;
 use crate::engine::layout::Layout;
+use crate::engine::log_writer::LogWriter;
 use crate::engine::markers::{self, Timing};
 use crate::engine::plan_stamp::{PlanStamp, UnstampedPlanError};
 use crate::engine::program::ProgramStamp;
 use crate::engine::record_writes::{self, Kind, Outcome};
-use crate::engine::session::{self, BaseRef, RunInfo, Snapshot, initial_lineage, read_snapshot};
+use crate::engine::session::{
+    self, BaseRef, RunInfo, SessionError, Snapshot, initial_lineage, read_snapshot,
+};
 use crate::frontdoor::NO_LOCK;
 use crate::store::{self, DynStore, Version, WriteGuard};
 
@@ -37,6 +40,7 @@ struct LiveRun {
     store_name: String,
     layout: Layout,
     run: RunInfo,
+    log: LogWriter,
     liveness: Arc<Liveness>,
     guard: Option<Arc<dyn WriteGuard>>,
     guard_passed: OnceCell<()>,
@@ -152,6 +156,7 @@ impl Live for LiveService {
         tracing::info!(estate = %layout.estate(), run = %run_id, "choudoufu run configured");
         *self.run.write().await = Some(Arc::new(LiveRun {
             store_name: store.describe(),
+            log: LogWriter::new(store.clone(), layout.clone(), &run_id),
             store,
             layout,
             run: RunInfo {
@@ -271,9 +276,20 @@ impl Live for LiveService {
             }));
         }
         let kinds: Vec<Kind> = writes.iter().map(|w| w.kind).collect();
-        let results = record_writes::write_records(&r.store, &r.layout, &r.run, writes, PARALLEL)
-            .await
-            .map_err(|e| Status::internal(e.to_string()))?;
+        let results = match record_writes::write_records(
+            &r.store, &r.layout, &r.run, &r.log, writes, PARALLEL,
+        )
+        .await
+        {
+            Ok(results) => results,
+            Err(SessionError::ClockSkew(e)) => {
+                return Ok(Response::new(pb::WriteRecordsResponse {
+                    results: vec![],
+                    diagnostics: error("Clock skew", &e.to_string()),
+                }));
+            }
+            Err(e) => return Err(Status::internal(e.to_string())),
+        };
         let mut out = Vec::new();
         let mut diagnostics = Vec::new();
         for ((address, outcome), kind) in results.into_iter().zip(kinds) {

@@ -127,6 +127,8 @@ fn session_error(e: &SessionError) -> Vec<pb::Diagnostic> {
         SessionError::Store(s) => error("Record store error", &s.to_string()),
         SessionError::Unchecked(u) => error("Record store safety not checked", &u.to_string()),
         SessionError::Unsafe(u) => error("Unsafe record store", &u.to_string()),
+        SessionError::ClockSkew(c) => error("Clock skew", &c.to_string()),
+        SessionError::LogEntry(l) => error("Write log entry refused", &l.to_string()),
     }
 }
 
