@@ -87,6 +87,10 @@ pub enum Mechanism {
     LogStall,
     /// Each record write making its write log entry first (cut: the entry is named, never stored).
     LogEntries,
+    /// Reading through the image and the write log (cut: every read lists the whole estate).
+    LogRead,
+    /// Reading through the write log only while the image's watermark is younger than the log's trust.
+    LogTrust,
     /// `run` writing, after terraform exits, the state whose write failed for a store error.
     Flush,
     /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
@@ -170,6 +174,8 @@ impl Mechanism {
         Mechanism::ClockSkew,
         Mechanism::LogStall,
         Mechanism::LogEntries,
+        Mechanism::LogRead,
+        Mechanism::LogTrust,
         Mechanism::LineageCheck,
         Mechanism::MigrateOut,
         Mechanism::OutputReconcile,
@@ -245,6 +251,8 @@ impl Mechanism {
             Mechanism::ClockSkew => "clock-skew",
             Mechanism::LogStall => "log-stall",
             Mechanism::LogEntries => "log-entries",
+            Mechanism::LogRead => "log-read",
+            Mechanism::LogTrust => "log-trust",
             Mechanism::Flush => "flush",
             Mechanism::FlushBase => "flush-base",
             Mechanism::RecoveryFile => "recovery-file",

@@ -23,6 +23,7 @@ use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -86,6 +87,21 @@ struct Header {
     written_at: String,
     entries: usize,
     body_crc32: u32,
+    /// The watermark, in nanoseconds since 1970 (none: an older writer's image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    log_from: Option<u64>,
+    /// The write log entries whose writes may still land.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pending: Vec<String>,
+}
+
+/// What an image says of the write log: its watermark and the entries still pending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogMark {
+    /// Every write log entry made after the compaction's listing is newer than this.
+    pub from: SystemTime,
+    /// The names of the entries whose writes may still land (the image may not hold them).
+    pub pending: Vec<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -95,6 +111,8 @@ struct EntryHead {
     digest: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rank: Option<InstanceRank>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    log: Option<String>,
     bytes: usize,
 }
 
@@ -111,6 +129,8 @@ pub struct ImageEntry<'a> {
     pub digest: &'a str,
     /// The record's bytes in final form (as `Record::encode` writes them).
     pub bytes: &'a [u8],
+    /// The name of the write log entry its writer stamp carries.
+    pub log: Option<&'a str>,
 }
 
 #[derive(Clone, Debug)]
@@ -119,6 +139,7 @@ struct Slot {
     version: Version,
     digest: String,
     rank: Option<InstanceRank>,
+    log: Option<String>,
     start: usize,
     end: usize,
 }
@@ -129,6 +150,7 @@ pub struct Image {
     data: Vec<u8>,
     slots: Vec<Slot>,
     stored: Option<Version>,
+    log: Option<LogMark>,
 }
 
 fn line(data: &[u8], from: usize) -> Option<(&[u8], usize)> {
@@ -195,6 +217,7 @@ impl Image {
                 version: head.version,
                 digest: head.digest,
                 rank: head.rank,
+                log: head.log,
                 start,
                 end,
             });
@@ -207,17 +230,23 @@ impl Image {
                 slots.len()
             )));
         }
+        let log = header.log_from.map(|nanos| LogMark {
+            from: UNIX_EPOCH + Duration::from_nanos(nanos),
+            pending: header.pending,
+        });
         Ok(Image {
             data,
             slots,
             stored: None,
+            log,
         })
     }
 
-    /// The bytes of an image of `entries` (in any order), written by `run_id`.
+    /// The bytes of an image of `entries` (in any order), written by `run_id`, with its write log mark.
     pub fn encode<'a>(
         layout: &Layout,
         run_id: &str,
+        log: Option<&LogMark>,
         entries: impl IntoIterator<Item = ImageEntry<'a>>,
     ) -> Vec<u8> {
         let mut entries: Vec<ImageEntry<'a>> = entries.into_iter().collect();
@@ -230,6 +259,7 @@ impl Image {
                 version: e.version.clone(),
                 digest: e.digest.to_string(),
                 rank: e.rank.cloned(),
+                log: e.log.map(str::to_string),
                 bytes: e.bytes.len(),
             };
             // An entry head has string keys only: serialising cannot fail.
@@ -244,6 +274,12 @@ impl Image {
             written_at: crate::engine::program::now_rfc3339(),
             entries: entries.len(),
             body_crc32: crc32fast::hash(&body),
+            log_from: log.map(|m| {
+                m.from
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+            }),
+            pending: log.map(|m| m.pending.clone()).unwrap_or_default(),
         };
         let mut out = Vec::with_capacity(body.len() + 256);
         out.extend_from_slice(IMAGE_FORMAT.as_bytes());
@@ -287,7 +323,22 @@ impl Image {
             digest: &slot.digest,
             rank: slot.rank.as_ref(),
             bytes: &self.data[slot.start..slot.end],
+            log: slot.log.as_deref(),
         }
+    }
+
+    /// What it says of the write log (none: written by an older program).
+    pub fn log(&self) -> Option<&LogMark> {
+        self.log.as_ref()
+    }
+
+    /// The entry for `key`, at whatever version it holds.
+    pub fn entry_of(&self, key: &str) -> Option<ImageEntry<'_>> {
+        let i = self
+            .slots
+            .binary_search_by(|s| s.key.as_str().cmp(key))
+            .ok()?;
+        Some(self.entry(&self.slots[i]))
     }
 
     /// Every entry, in key order.
@@ -532,6 +583,7 @@ mod tests {
         Image::encode(
             l,
             "run",
+            None,
             [
                 ImageEntry {
                     rank: None,
@@ -539,6 +591,7 @@ mod tests {
                     version: &v1,
                     digest: "d1",
                     bytes: b"{\"one\":\n1}",
+                    log: None,
                 },
                 ImageEntry {
                     rank: None,
@@ -546,6 +599,7 @@ mod tests {
                     version: &v2,
                     digest: "d2",
                     bytes: b"",
+                    log: None,
                 },
             ],
         )

@@ -6,6 +6,7 @@
 //! (one GET before the listing). A read that found more records outside the stored image
 //! than [`refresh_bound`] says builds a new image for the session to store.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use futures::{StreamExt, stream};
@@ -15,14 +16,20 @@ use super::handle::Session;
 use super::snapshot::{BaseEntry, Snapshot};
 use crate::cut::{Mechanism, cut};
 use crate::engine::image::{
-    Held, Image, ImageEntry, RANGE_KEYS, RangePlan, load_local, plan_ranges, plan_resources_after,
-    refresh_bound, save_local,
+    Held, Image, ImageEntry, LogMark, RANGE_KEYS, RangePlan, load_local, plan_ranges,
+    plan_resources_after, refresh_bound, save_local,
 };
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
 use crate::engine::record::{EstateMeta, Record};
 use crate::engine::state::{InstanceRank, Item};
-use crate::store::{self, DynStore, Listed, Precondition, Version, WriteOutcome};
+use crate::engine::write_log::{
+    Clock, Fate, LogEntry, Seen, SystemClock, Timing, fate, holds, time_key,
+};
+use crate::store::{self, DynStore, KeyRange, Listed, Precondition, Version, WriteOutcome};
+
+/// A stored image as fetched (none: none stored, or unusable), and its version.
+type Fetched = (Option<Arc<Image>>, Option<Version>);
 
 /// Read every record of an estate through its stored image, `parallel` store calls at a time.
 pub async fn read_snapshot(
@@ -59,6 +66,10 @@ pub struct Sources<'a> {
     pub prior: Option<&'a Snapshot>,
     /// What this run knows of the image from its last read.
     pub image: Held,
+    /// The reader's clock (none: this machine's), which judges the image's watermark.
+    pub clock: Option<&'a dyn Clock>,
+    /// The write log's figures.
+    pub timing: Timing,
 }
 
 /// Where each record of a read came from.
@@ -175,11 +186,21 @@ async fn list_cold(
     store: &DynStore,
     layout: &Layout,
     parallel: usize,
+    fetched: Option<Fetched>,
     stats: &mut ReadStats,
-) -> Result<((Option<Image>, Option<Version>), Vec<Listed>), SessionError> {
+) -> Result<(Fetched, Vec<Listed>), SessionError> {
     let [(head_prefix, head_range), (res_prefix, res_range)] = layout.state_segments();
+    let image = async {
+        match fetched {
+            Some(f) => f,
+            None => {
+                let (image, version) = fetch_image(store, layout).await;
+                (image.map(Arc::new), version)
+            }
+        }
+    };
     let (image, head, first) = tokio::join!(
-        fetch_image(store, layout),
+        image,
         store::list_range(store.as_ref(), &head_prefix, &head_range, COLD_HEAD_KEYS),
         store.list_range_page(&res_prefix, &res_range, RANGE_KEYS, None),
     );
@@ -256,14 +277,23 @@ pub async fn read_estate(
     if let (Held::Unknown, Some(cache)) = (&held, sources.cache) {
         held = load_local(cache, layout);
     }
+    let clock: &dyn Clock = sources.clock.unwrap_or(&SystemClock);
+    let (fetched, compact) =
+        match read_through_log(store, layout, parallel, &sources, &held).await? {
+            Through::Read(read) => return Ok(read),
+            Through::Full { fetched, compact } => (fetched, compact),
+        };
+    // Before the listing: every write log entry made after it is newer than the new image's watermark.
+    let listing_started = clock.now();
     // The stored image's version when it was fetched and could not be used.
     let mut unusable = None;
     let listed = if let Held::Unknown = held {
         // Cold: the stored image comes in the same round as the listings that need no split.
-        let ((got, version), listed) = list_cold(store, layout, parallel, &mut stats).await?;
+        let ((got, version), listed) =
+            list_cold(store, layout, parallel, fetched, &mut stats).await?;
         stats.image_fetched = true;
         held = match got {
-            Some(image) => Held::Image(Arc::new(image)),
+            Some(image) => Held::Image(image),
             None => {
                 unusable = version;
                 Held::Absent
@@ -458,8 +488,18 @@ pub async fn read_estate(
     } else {
         0
     };
-    let refresh =
-        (outside > bound).then(|| image_of(layout, run_id, &got, held.image().map(|i| &**i)));
+    let refresh = if outside > bound || (compact && !got.is_empty()) {
+        let mark = log_mark(store, layout, &got, listing_started, &sources.timing).await?;
+        Some(image_of(
+            layout,
+            run_id,
+            &got,
+            held.image().map(|i| &**i),
+            &mark,
+        ))
+    } else {
+        None
+    };
 
     let snapshot = snapshot_of(got);
     tracing::debug!(
@@ -480,6 +520,318 @@ pub async fn read_estate(
         stored_image,
         refresh,
         stats,
+    })
+}
+
+/// What a read through the write log came to.
+// A read is the common answer: boxing it would cost an allocation per read.
+#[allow(clippy::large_enum_variant)]
+enum Through {
+    /// The read, made from the image and the records the log names.
+    Read(Read),
+    /// The log cannot be read through: list the estate (with the stored image, when it was
+    /// fetched), and write a new image when `compact` (the image is too old, or its log too long).
+    Full {
+        fetched: Option<Fetched>,
+        compact: bool,
+    },
+}
+
+/// Where a record the write log names is taken from.
+enum Pick {
+    /// This run's last read holds every write the log names.
+    Prior,
+    /// The image holds every write the log names.
+    Image,
+    /// Every write the log names is a delete that landed.
+    Gone,
+    /// The store.
+    Fetch,
+}
+
+/// Read through the image and the write log (docs/architecture.md, "A read"): in one round the
+/// image (unless one is held) and the log's newest page; then only the records the log names
+/// since the image's watermark (or as pending) that no copy holds. Falls back to the full
+/// listing when there is no image, it predates the log or is older than the log's trust, or the
+/// log since its watermark is longer than one page.
+async fn read_through_log(
+    store: &DynStore,
+    layout: &Layout,
+    parallel: usize,
+    sources: &Sources<'_>,
+    held: &Held,
+) -> Result<Through, SessionError> {
+    if cut(Mechanism::LogRead) {
+        return Ok(Through::Full {
+            fetched: None,
+            compact: false,
+        });
+    }
+    let clock: &dyn Clock = sources.clock.unwrap_or(&SystemClock);
+    let timing = &sources.timing;
+    let mut stats = ReadStats {
+        ranges: 1,
+        ..ReadStats::default()
+    };
+    let (log_prefix, whole) = (layout.log_prefix(), KeyRange::default());
+    let page = store.list_range_page(&log_prefix, &whole, RANGE_KEYS, None);
+    let (image, fetched, page) = match held {
+        Held::Unknown => {
+            let ((got, version), page) = tokio::join!(fetch_image(store, layout), page);
+            stats.image_fetched = true;
+            let got = got.map(Arc::new);
+            (got.clone(), Some((got, version)), page)
+        }
+        Held::Absent => {
+            return Ok(Through::Full {
+                fetched: None,
+                compact: false,
+            });
+        }
+        Held::Image(image) => (Some(Arc::clone(image)), None, page.await),
+    };
+    let full = |fetched: Option<Fetched>, compact: bool, why: &str| {
+        tracing::debug!(why, "reading the estate by its full listing");
+        Ok(Through::Full { fetched, compact })
+    };
+    let page = page?;
+    let Some(image) = image else {
+        return full(fetched, false, "no estate image");
+    };
+    let Some(mark) = image.log() else {
+        return full(fetched, true, "the image predates the write log");
+    };
+    if !(timing.trusts(mark.from, clock.now()) || cut(Mechanism::LogTrust)) {
+        return full(
+            fetched,
+            true,
+            "the image is older than the write log's trust",
+        );
+    }
+    if image.entry_of(&layout.estate_key()).is_none() {
+        return full(fetched, true, "the image holds no estate record");
+    }
+    // Entries newer than the watermark sort before its key (newest first).
+    let boundary = time_key(layout, mark.from);
+    let newer: Vec<&str> = page
+        .items
+        .iter()
+        .map(|i| i.key.as_str())
+        .filter(|k| *k < boundary.as_str())
+        .collect();
+    if page.next.is_some() && newer.len() == page.items.len() {
+        // A new image shortens the log only when this page's oldest entry is older than its watermark would be.
+        let shortens = page
+            .items
+            .last()
+            .and_then(|i| LogEntry::parse(layout, &i.key).ok())
+            .is_some_and(|e| e.at() < timing.log_from(clock.now()));
+        return full(
+            fetched,
+            shortens,
+            "the write log since the image is longer than a page",
+        );
+    }
+    let pending: Vec<String> = mark
+        .pending
+        .iter()
+        .map(|name| format!("{}{name}", layout.log_prefix()))
+        .collect();
+    let mut named: BTreeMap<String, Vec<LogEntry>> = BTreeMap::new();
+    for key in newer.into_iter().chain(pending.iter().map(String::as_str)) {
+        match LogEntry::parse(layout, key) {
+            Ok(e) => named.entry(e.record_key(layout)).or_default().push(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "a key in the write log this program does not read");
+                return full(fetched, true, "an unreadable write log entry");
+            }
+        }
+    }
+    // Provider records are not state.
+    named.retain(|k, _| {
+        matches!(
+            layout.classify(k),
+            Some(KeyKind::Resource | KeyKind::Output)
+        )
+    });
+    let pick = |key: &str, entries: &[LogEntry]| {
+        let all = |seen: Seen<'_>| entries.iter().all(|e| holds(e, seen));
+        if let Some(prior) = sources.prior {
+            let seen = match prior.records.get(key) {
+                Some(r) => Seen::Present {
+                    carries: r.record.writer.log.as_deref(),
+                },
+                None => Seen::Absent,
+            };
+            if all(seen) {
+                return if prior.records.contains_key(key) {
+                    Pick::Prior
+                } else {
+                    Pick::Gone
+                };
+            }
+        }
+        match image.entry_of(key) {
+            Some(e) if all(Seen::Present { carries: e.log }) => Pick::Image,
+            None if all(Seen::Absent) => Pick::Gone,
+            _ => Pick::Fetch,
+        }
+    };
+    let mut picks: BTreeMap<&str, Pick> = named
+        .iter()
+        .map(|(k, entries)| (k.as_str(), pick(k, entries)))
+        .collect();
+    let to_fetch = picks.values().filter(|p| matches!(p, Pick::Fetch)).count();
+    if to_fetch > refresh_bound(image.len()) {
+        return full(
+            fetched,
+            true,
+            "more records changed since the image than the bound",
+        );
+    }
+    let mut got: Vec<Got> = Vec::with_capacity(image.len() + to_fetch);
+    let mut from_image = Vec::new();
+    for e in image.entries() {
+        let Some(kind) = layout.classify(e.key) else {
+            continue;
+        };
+        match picks.get(e.key) {
+            None | Some(Pick::Image) => {
+                from_image.push((e.key.to_string(), kind, e.version.clone()))
+            }
+            Some(_) => {}
+        }
+    }
+    let mut fetch: Vec<(String, KeyKind)> = Vec::new();
+    for (key, p) in &mut picks {
+        let Some(kind) = layout.classify(key) else {
+            continue;
+        };
+        match p {
+            Pick::Prior => {
+                if let Some(entry) = sources.prior.and_then(|s| s.records.get(*key)) {
+                    stats.from_prior += 1;
+                    got.push(Got {
+                        key: key.to_string(),
+                        item: Decoded::Record(entry.clone()),
+                        from: From::Prior,
+                    });
+                }
+            }
+            Pick::Fetch => fetch.push((key.to_string(), kind)),
+            Pick::Image | Pick::Gone => {}
+        }
+    }
+    for ((key, kind, _), item) in decode_entries_blocking(layout, &image, from_image).await {
+        match item {
+            Ok(item) => {
+                stats.from_image += 1;
+                got.push(Got {
+                    key,
+                    item,
+                    from: From::Image,
+                });
+            }
+            Err(e) => {
+                tracing::warn!(key = %key, error = %e, "ignoring the estate image's entry: fetching the record");
+                fetch.push((key, kind));
+            }
+        }
+    }
+    let fetched_records: Vec<Result<_, SessionError>> = stream::iter(fetch)
+        .map(|(key, kind)| {
+            let store = Arc::clone(store);
+            async move {
+                let stored = store.get(&key).await?;
+                Ok((key, kind, stored))
+            }
+        })
+        .buffer_unordered(parallel.max(1))
+        .collect()
+        .await;
+    for result in fetched_records {
+        let (key, kind, stored) = result?;
+        // Deleted since the image.
+        let Some(stored) = stored else { continue };
+        if let Some(c) = sources.cache {
+            c.put(&key, &stored.version, &stored.bytes);
+        }
+        let item = decode(layout, &key, &kind, stored.version, &stored.bytes)?;
+        stats.fetched += 1;
+        got.push(Got {
+            key,
+            item,
+            from: From::Store(stored.bytes),
+        });
+    }
+    crate::telemetry::metrics().records_read(got.len());
+    stats.listed = got.len();
+    let snapshot = snapshot_of(got);
+    tracing::debug!(
+        entries = named.len(),
+        from_prior = stats.from_prior,
+        from_image = stats.from_image,
+        fetched = stats.fetched,
+        image_fetched = stats.image_fetched,
+        "read the estate through its image and write log"
+    );
+    let stored_image = image.stored().cloned();
+    Ok(Through::Read(Read {
+        snapshot,
+        keep_local: stats.image_fetched,
+        image: Held::Image(image),
+        stored_image,
+        refresh: None,
+        stats,
+    }))
+}
+
+/// A new image's write log mark: the watermark below `listing_started` (the reader's clock
+/// just before it listed the records in `got`), and every entry since the pending lifetime
+/// whose write those records do not hold and may still land.
+async fn log_mark(
+    store: &DynStore,
+    layout: &Layout,
+    got: &[Got],
+    listing_started: std::time::SystemTime,
+    timing: &Timing,
+) -> Result<LogMark, SessionError> {
+    let oldest = listing_started
+        .checked_sub(timing.pending_lifetime())
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let window = KeyRange::new(None, Some(time_key(layout, oldest)));
+    let listed =
+        store::list_range(store.as_ref(), &layout.log_prefix(), &window, RANGE_KEYS).await?;
+    let by_key: BTreeMap<&str, &Got> = got.iter().map(|g| (g.key.as_str(), g)).collect();
+    let mut pending = Vec::new();
+    for item in listed {
+        let entry = match LogEntry::parse(layout, &item.key) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "a key in the write log this program does not read");
+                continue;
+            }
+        };
+        let record_key = entry.record_key(layout);
+        if !matches!(
+            layout.classify(&record_key),
+            Some(KeyKind::Resource | KeyKind::Output)
+        ) {
+            continue;
+        }
+        let seen = match by_key.get(record_key.as_str()).map(|g| &g.item) {
+            Some(Decoded::Record(e)) => Seen::Present {
+                carries: e.record.writer.log.as_deref(),
+            },
+            Some(Decoded::Estate(..)) | None => Seen::Absent,
+        };
+        if fate(&entry, seen, listing_started, timing) == Fate::Pending {
+            pending.push(entry.name());
+        }
+    }
+    Ok(LogMark {
+        from: timing.log_from(listing_started),
+        pending,
     })
 }
 
@@ -604,7 +956,13 @@ pub fn snapshot_of_image(layout: &Layout, image: &Image) -> Result<Snapshot, Ses
 }
 
 /// The bytes of a new image of every record read.
-fn image_of(layout: &Layout, run_id: &str, got: &[Got], image: Option<&Image>) -> Vec<u8> {
+fn image_of(
+    layout: &Layout,
+    run_id: &str,
+    got: &[Got],
+    image: Option<&Image>,
+    mark: &LogMark,
+) -> Vec<u8> {
     // Records in final form: an image entry as it is, any other record encoded again (what
     // the store holds was written so, but the image promises it).
     let encoded: Vec<Option<Vec<u8>>> = got
@@ -630,9 +988,13 @@ fn image_of(layout: &Layout, run_id: &str, got: &[Got], image: Option<&Image>) -
         .zip(&encoded)
         .zip(&ranks)
         .filter_map(|((g, enc), rank)| {
-            let (version, digest) = match &g.item {
-                Decoded::Estate(_, v) => (v, ""),
-                Decoded::Record(e) => (&e.version, e.digest.as_str()),
+            let (version, digest, log) = match &g.item {
+                Decoded::Estate(_, v) => (v, "", None),
+                Decoded::Record(e) => (
+                    &e.version,
+                    e.digest.as_str(),
+                    e.record.writer.log.as_deref(),
+                ),
             };
             let bytes: &[u8] = match (&g.from, enc) {
                 (_, Some(b)) => b,
@@ -646,9 +1008,10 @@ fn image_of(layout: &Layout, run_id: &str, got: &[Got], image: Option<&Image>) -
                 version,
                 digest,
                 bytes,
+                log,
             })
         });
-    Image::encode(layout, run_id, entries)
+    Image::encode(layout, run_id, Some(mark), entries)
 }
 
 impl Session {
@@ -660,6 +1023,8 @@ impl Session {
             cache: self.cache.as_ref(),
             prior: view.read_before.then_some(&view.snapshot),
             image: view.image.clone(),
+            clock: Some(self.log.clock().as_ref()),
+            timing: *self.log.timing(),
         };
         let read = read_estate(
             &self.store,
