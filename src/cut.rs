@@ -91,6 +91,8 @@ pub enum Mechanism {
     LogRead,
     /// Reading through the write log only while the image's watermark is younger than the log's trust.
     LogTrust,
+    /// A new image's sweep of the write log entries older than the retention.
+    LogSweep,
     /// `run` writing, after terraform exits, the state whose write failed for a store error.
     Flush,
     /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
@@ -176,6 +178,7 @@ impl Mechanism {
         Mechanism::LogEntries,
         Mechanism::LogRead,
         Mechanism::LogTrust,
+        Mechanism::LogSweep,
         Mechanism::LineageCheck,
         Mechanism::MigrateOut,
         Mechanism::OutputReconcile,
@@ -253,6 +256,7 @@ impl Mechanism {
             Mechanism::LogEntries => "log-entries",
             Mechanism::LogRead => "log-read",
             Mechanism::LogTrust => "log-trust",
+            Mechanism::LogSweep => "log-sweep",
             Mechanism::Flush => "flush",
             Mechanism::FlushBase => "flush-base",
             Mechanism::RecoveryFile => "recovery-file",

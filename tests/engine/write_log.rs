@@ -327,10 +327,44 @@ async fn a_skewed_writer_writes_nothing(kind: Kind) {
     assert_eq!(left, Vec::<String>::new(), "{kind:?}: no record, no entry");
 }
 
+/// A reader that writes a new image deletes the write log entries older than the retention
+/// (here shortened to 2 s), and leaves the younger ones.
+async fn a_new_image_sweeps_expired_entries(kind: Kind) {
+    let f = Fixture::new(kind, "sweep").await;
+    let l = layout("sweep");
+    let timing = Timing {
+        retention: Duration::from_secs(2),
+        ..Timing::default()
+    };
+    Session::new(f.store.clone(), l.clone(), run())
+        .write_state(&doc(60))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let young = Session::new(f.store.clone(), l.clone(), run())
+        .log_write(LogOp::Update, &l.resource_key("terraform_data.r0"))
+        .await
+        .unwrap();
+    Session::new(f.store.clone(), l.clone(), run())
+        .with_timing(timing)
+        .refresh()
+        .await
+        .unwrap();
+    assert!(f.store.get(&l.image_key()).await.unwrap().is_some());
+    assert_eq!(
+        entries(&f.store, &l).await,
+        [young],
+        "{kind:?}: only the entry younger than the retention is left"
+    );
+}
+
 testkit::per_kind!(
     local => Local, s3 => S3, azurerm => Azure, gcs => Gcs;
     [
         every_record_write_logs_first,
+        a_new_image_sweeps_expired_entries,
         a_skewed_writer_writes_nothing,
         a_skewed_clock_is_refused_by_name,
         a_skewed_reader_writes_no_image,

@@ -1015,6 +1015,43 @@ fn image_of(
 }
 
 impl Session {
+    /// Delete up to a page of write log entries older than the retention (each `If-Match` its
+    /// listed version), after a new image: the sweep every kind has (the local store no other).
+    /// Its clock passed the skew check; a failure leaves the entries for the next sweep.
+    async fn sweep_log(&self) {
+        if cut(Mechanism::LogSweep) {
+            return;
+        }
+        let timing = self.log.timing();
+        let Some(oldest) = self.log.clock().now().checked_sub(timing.retention) else {
+            return;
+        };
+        let older = KeyRange::new(Some(time_key(&self.layout, oldest)), None);
+        let page = match self
+            .store
+            .list_range_page(&self.layout.log_prefix(), &older, RANGE_KEYS, None)
+            .await
+        {
+            Ok(page) => page,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the write log's expired entries");
+                return;
+            }
+        };
+        let deletes = stream::iter(page.items)
+            .map(
+                |item| async move { (self.store.delete(&item.key, &item.version).await, item.key) },
+            )
+            .buffer_unordered(self.parallel)
+            .collect::<Vec<_>>()
+            .await;
+        for (result, key) in deletes {
+            if let Err(e) = result {
+                tracing::warn!(key = %key, error = %e, "could not delete an expired write log entry");
+            }
+        }
+    }
+
     /// Read the estate into the view (under its lock, so nothing sees a half-made read), then
     /// store a new image if one is due; the count of records read.
     pub(super) async fn read_view(&self) -> Result<usize, SessionError> {
@@ -1075,6 +1112,7 @@ impl Session {
         match self.store.put(&key, &bytes, &precondition).await {
             Ok(WriteOutcome::Written(version)) => {
                 tracing::debug!(key = %key, bytes = bytes.len(), "wrote a new estate image");
+                self.sweep_log().await;
                 match Image::decode(&self.layout, bytes) {
                     Ok(image) => Some(image.stored_as(Some(version))),
                     Err(e) => {
