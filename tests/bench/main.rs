@@ -28,6 +28,7 @@ use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::read_cache::ReadCache;
 use choudoufu_live::engine::session::{RunInfo, Session, document, header_of, snapshot_of_image};
+use choudoufu_live::engine::write_log::Timing;
 use choudoufu_live::store::local::LocalStore;
 use choudoufu_live::store::s3::{S3Settings, S3Store};
 use choudoufu_live::store::{DynStore, RecordStore, WriteOutcome};
@@ -413,7 +414,22 @@ async fn seed_b3(store: &DynStore, layout: &Layout, n: usize) -> usize {
         .unwrap()
         .into_result()
         .unwrap();
-    reader.refresh().await.unwrap();
+    // The image a reader finds in steady state was written more than the margin after the last
+    // write: a compacting read with a 3 s margin, 3 s after seeding, stands in for one 2 min on.
+    let margin = Duration::from_secs(3);
+    tokio::time::sleep(margin + Duration::from_millis(100)).await;
+    Session::new(
+        store.clone(),
+        layout.clone(),
+        RunInfo::new(ProgramStamp::default()),
+    )
+    .with_timing(Timing {
+        margin,
+        ..Timing::default()
+    })
+    .refresh()
+    .await
+    .unwrap();
     let imaged = match store.get(&layout.image_key()).await.unwrap() {
         Some(got) => Image::decode(layout, got.bytes).map_or(0, |i| i.len()),
         None => 0,
