@@ -328,12 +328,12 @@ async fn a_skewed_writer_writes_nothing(kind: Kind) {
 }
 
 /// A reader that writes a new image deletes the write log entries older than the retention
-/// (here shortened to 2 s), and leaves the younger ones.
+/// (here shortened to 4 s), and leaves the younger ones.
 async fn a_new_image_sweeps_expired_entries(kind: Kind) {
     let f = Fixture::new(kind, "sweep").await;
     let l = layout("sweep");
     let timing = Timing {
-        retention: Duration::from_secs(2),
+        retention: Duration::from_secs(4),
         ..Timing::default()
     };
     Session::new(f.store.clone(), l.clone(), run())
@@ -342,8 +342,9 @@ async fn a_new_image_sweeps_expired_entries(kind: Kind) {
         .unwrap()
         .into_result()
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    let young = Session::new(f.store.clone(), l.clone(), run())
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Made by a clock 50 s ahead (within the skew limit): younger than the retention for 54 s.
+    let young = skewed(&f.store, &l, Offset::Ahead(Duration::from_secs(50)))
         .log_write(LogOp::Update, &l.resource_key("terraform_data.r0"))
         .await
         .unwrap();
