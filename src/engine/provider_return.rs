@@ -65,6 +65,7 @@ pub struct Planned {
 #[derive(Debug, Default)]
 pub struct Ledger {
     open: Mutex<Vec<Planned>>,
+    terraform_version: Option<String>,
 }
 
 impl Ledger {
@@ -104,7 +105,16 @@ impl Ledger {
         }
         Ledger {
             open: Mutex::new(open),
+            terraform_version: plan["terraform_version"]
+                .as_str()
+                .filter(|v| !v.is_empty())
+                .map(str::to_string),
         }
+    }
+
+    /// The version of terraform that made the plan, as the plan says.
+    pub fn terraform_version(&self) -> Option<&str> {
+        self.terraform_version.as_deref()
     }
 
     /// How many changes are still open.

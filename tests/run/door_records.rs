@@ -229,3 +229,134 @@ fn terraform_killed_mid_chain_leaves_a_record_for_every_object() {
 fn run_killed_mid_chain_leaves_a_record_for_every_object() {
     killed_chain(Victim::Run, "ret-run");
 }
+
+/// moto's `http://host:port`; a loud failure outside `scripts/with-moto`.
+fn moto() -> String {
+    std::env::var("CHOUDOUFU_TEST_S3_ENDPOINT")
+        .expect("run under scripts/with-moto: CHOUDOUFU_TEST_S3_ENDPOINT names moto")
+}
+
+/// The names of the SSM parameters under `/<prefix>/` in moto, sorted.
+fn parameters(prefix: &str) -> Vec<String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (status, v) = rt.block_on(async {
+        let answer = reqwest::Client::new()
+            .post(format!("{}/", moto()))
+            .header("X-Amz-Target", "AmazonSSM.GetParametersByPath")
+            .header("Content-Type", "application/x-amz-json-1.1")
+            .header(
+                "Authorization",
+                "AWS4-HMAC-SHA256 Credential=testing/20261202/us-east-1/ssm/aws4_request, SignedHeaders=host, Signature=0",
+            )
+            .body(serde_json::json!({ "Path": format!("/{prefix}"), "Recursive": true }).to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status();
+        (status, answer.json::<serde_json::Value>().await.unwrap())
+    });
+    assert!(
+        status.is_success(),
+        "moto's GetParametersByPath: {status} {v}"
+    );
+    let mut names: Vec<String> = v["Parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["Name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+/// With the real hashicorp/aws provider (protocol 5) on moto: terraform SIGKILLed after p1's
+/// CreateParameter returned, while the next create sleeps; p1 has its record, and the next apply
+/// creates only the rest, with no ParameterAlreadyExists.
+#[test]
+fn terraform_killed_after_an_aws_create_returned_leaves_its_record_and_the_next_apply_creates_only_the_rest()
+ {
+    let _turn = turn();
+    let cdf = Cdftest::new(true);
+    let root = Root::new("door-aws-chain", "ret-aws", &Records::Local);
+    let prefix = testkit::unique_bucket("ret-aws");
+    let endpoint = moto();
+    let vars = |wait_ms: u32| {
+        vec![
+            format!("-var=endpoint={endpoint}"),
+            format!("-var=prefix={prefix}"),
+            format!("-var=wait_ms={wait_ms}"),
+        ]
+    };
+    let args = |verb: &[&str], wait_ms: u32| -> Vec<String> {
+        let mut all: Vec<String> = verb.iter().map(|s| s.to_string()).collect();
+        all.extend(vars(wait_ms));
+        all
+    };
+    must(
+        run(&root, &cdf, &[], &["init", "-input=false"])
+            .output()
+            .unwrap(),
+        "run init",
+    );
+    let first = args(&["apply", "-auto-approve", "-input=false"], 120_000);
+    let first: Vec<&str> = first.iter().map(String::as_str).collect();
+    let mut child = run(&root, &cdf, &[], &first)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_pid = child.id();
+    // The wait's create is sleeping: p1's CreateParameter returned, p2's has not started.
+    cdf.wait_for("ApplyResourceChange", "wait", Duration::from_secs(240));
+    let tf: Vec<u32> = descendants(run_pid)
+        .iter()
+        .filter(|(_, n)| n == "terraform")
+        .map(|(p, _)| *p)
+        .collect();
+    assert!(!tf.is_empty(), "no terraform under run");
+    tf.iter().for_each(|p| kill(*p));
+    reap(&mut child, Duration::from_secs(60));
+
+    assert_eq!(
+        parameters(&prefix),
+        [format!("/{prefix}/p1")],
+        "the cloud after the kill"
+    );
+    let rec =
+        record(&root, &cdf, "aws_ssm_parameter.p1").expect("p1 is in the cloud with no record");
+    assert_eq!(
+        rec["instance"]["attributes"]["name"].as_str(),
+        Some(format!("/{prefix}/p1").as_str())
+    );
+    assert!(record(&root, &cdf, "aws_ssm_parameter.p2").is_none());
+
+    let next = args(&["apply", "-auto-approve", "-input=false"], 0);
+    let next: Vec<&str> = next.iter().map(String::as_str).collect();
+    let out = must(
+        run(&root, &cdf, &["--wait=3m"], &next).output().unwrap(),
+        "the next apply",
+    );
+    let said = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(
+        !said.contains("already exists") && !said.contains("ParameterAlreadyExists"),
+        "{said}"
+    );
+    assert_eq!(
+        parameters(&prefix),
+        [format!("/{prefix}/p1"), format!("/{prefix}/p2")],
+        "exactly the two planned parameters"
+    );
+    let plan = args(&["plan", "-detailed-exitcode", "-input=false"], 0);
+    let plan: Vec<&str> = plan.iter().map(String::as_str).collect();
+    let plan = run(&root, &cdf, &[], &plan).output().unwrap();
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "the plan after is not clean:\n{}\n{}",
+        text(&plan.stdout),
+        text(&plan.stderr)
+    );
+}

@@ -28,6 +28,8 @@ pub enum Instant {
         meta: ResourceMeta,
         /// The state instance object.
         instance: Value,
+        /// The version of terraform applying it (the plan's), stamped on the record as terraform's save would.
+        terraform_version: Option<String>,
     },
     /// The provider call removed the object.
     Delete {
@@ -74,12 +76,13 @@ impl Session {
                 address,
                 meta,
                 instance,
-            } => (address, Some((meta, instance))),
+                terraform_version,
+            } => (address, Some((meta, instance, terraform_version))),
             Instant::Delete { address } => (address, None),
         };
         let key = self.layout.resource_key(&address);
         let base = view.base.get(&key).cloned();
-        let Some((meta, instance)) = put else {
+        let Some((meta, instance, terraform_version)) = put else {
             let Some(base) = base else {
                 return Ok(Landed::Unchanged);
             };
@@ -114,7 +117,7 @@ impl Session {
             writer: Writer {
                 run_id: self.run.run_id.clone(),
                 written_at: now_rfc3339(),
-                terraform_version: None,
+                terraform_version,
                 restored_from: None,
             },
         };

@@ -124,6 +124,7 @@ impl Recorder {
                 address,
                 meta,
                 instance,
+                terraform_version: self.ledger.terraform_version().map(str::to_string),
             }
         };
         let address = match &change {
