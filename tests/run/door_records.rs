@@ -79,6 +79,36 @@ fn record(root: &Root, cdf: &Cdftest, address: &str) -> Option<serde_json::Value
     Some(serde_json::from_str(&body).unwrap())
 }
 
+/// The provider door's sockets that terraform `pid` was handed lie in a folder of this user's that only it can open.
+fn sockets_are_private(pid: u32) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let reattach = environ
+        .split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(b"TF_REATTACH_PROVIDERS="))
+        .expect("terraform was not handed TF_REATTACH_PROVIDERS");
+    let entries: serde_json::Value = serde_json::from_slice(reattach).unwrap();
+    let entries = entries.as_object().unwrap();
+    assert!(!entries.is_empty());
+    let me = std::fs::metadata("/proc/self").unwrap().uid();
+    for (provider, entry) in entries {
+        assert_eq!(entry["Addr"]["Network"], "unix", "{provider}: {entry}");
+        let socket = std::path::Path::new(entry["Addr"]["String"].as_str().unwrap());
+        assert!(
+            std::fs::metadata(socket).unwrap().file_type().is_socket(),
+            "{provider}: {}",
+            socket.display()
+        );
+        let folder = std::fs::metadata(socket.parent().unwrap()).unwrap();
+        assert_eq!(
+            (folder.permissions().mode() & 0o777, folder.uid()),
+            (0o700, me),
+            "{provider}: the socket folder of {} is not this user's alone",
+            socket.display()
+        );
+    }
+}
+
 /// Which process the test kills mid-apply.
 #[derive(Clone, Copy, Debug)]
 enum Victim {
@@ -132,6 +162,7 @@ fn killed_chain(victim: Victim, estate: &str) {
                 .map(|(p, _)| *p)
                 .collect();
             assert!(!tf.is_empty(), "no terraform under run: {family:?}");
+            tf.iter().for_each(|p| sockets_are_private(*p));
             tf.iter().for_each(|p| kill(*p));
         }
         Victim::Run => kill(run_pid),
