@@ -21,9 +21,15 @@ const AWS_BINARY: &str =
     "registry.terraform.io/hashicorp/aws/5.100.0/linux_amd64/terraform-provider-aws_v5.100.0_x5";
 const PUT: &str = "AmazonSSM.PutParameter";
 const ADDRESS: &str = "aws_ssm_parameter.p[0]";
-/// Rounds of each race: the terraform_data versions race many more; the AWS provider is heavy
-/// (each round starts it about six times).
-const ROUNDS: usize = 2;
+/// Rounds of each race: one in `make test` (the gated proxy makes each round's overlap certain,
+/// and the terraform_data versions race many rounds); `CHOUDOUFU_AWS_RACE_ROUNDS` asks for more
+/// (`make reliability`: 3). The AWS provider is heavy: each round starts it about six times.
+fn rounds() -> usize {
+    std::env::var("CHOUDOUFU_AWS_RACE_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
 
 /// moto's host:port; a loud failure outside `scripts/with-moto`.
 fn moto() -> String {
@@ -242,7 +248,7 @@ fn a_second_apply_of_one_aws_parameter_is_refused_by_name_and_calls_nothing_whil
     let name = format!("/{prefix}/p0");
     let root = aws_root("door-race", &Records::Local);
     let counted = rt.block_on(latency_proxy::start(moto(), Duration::ZERO));
-    for round in 0..ROUNDS {
+    for round in 0..rounds() {
         let (a_value, b_value) = (format!("a{round}"), format!("b{round}"));
         let (a, gated) = held_run(&rt, &root, &[], &prefix, &a_value);
         // B, while A's PutParameter is held: refused by name, with no call that changes the cloud.
@@ -312,7 +318,7 @@ fn a_waiting_apply_of_one_aws_parameter_calls_nothing_while_the_first_holds_it_t
     let root = aws_root("door-wait", &records);
     let counted = rt.block_on(latency_proxy::start(moto(), Duration::ZERO));
     let mut runs_in_order = Vec::new();
-    for round in 0..ROUNDS {
+    for round in 0..rounds() {
         let (a_value, b_value) = (format!("a{round}"), format!("b{round}"));
         let (a, gated) = held_run(&rt, &root, &[], &prefix, &a_value);
         let mut b = Watched::start(
