@@ -42,6 +42,10 @@ pub fn unwritten_exit(flushed: &Flushed) -> Option<i32> {
 /// Print one line of what was written (with what the flush after terraform wrote), and every named conflict and error; the summary with the flush folded in.
 pub fn print(config: &LiveConfig, mut s: RunSummary, flushed: &Flushed) -> RunSummary {
     merge(&mut s, flushed);
+    // A record this run created (at a provider's return, or in an earlier save) and then
+    // completed is told once, as created.
+    let created = s.created.clone();
+    s.updated.retain(|a| !created.contains(a));
     let carried = match flushed {
         Flushed::Nothing => Carried::Nothing,
         Flushed::Landed(_) => Carried::Landed,

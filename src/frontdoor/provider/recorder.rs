@@ -135,6 +135,7 @@ impl Recorder {
                 tracing::warn!(address = %address, conflict = %conflict, "provider door: the record at return met another run's write; terraform's own save meets it too");
             }
             Ok(landed) => {
+                self.backend.note_instant(&address, &landed);
                 tracing::info!(address = %address, landed = ?landed, "provider door: recorded at the provider's return");
             }
             Err(e) => {
