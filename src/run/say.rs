@@ -524,9 +524,14 @@ pub fn provider_door_off() {
     );
 }
 
-/// terraform died of a signal `run` did not send: what the summary below then means.
-pub fn terraform_killed(program: &str, signal: &str) {
+/// terraform died of a signal `run` did not send: what the summary below then means (`door`: the provider door was open).
+pub fn terraform_killed(program: &str, signal: &str, door: bool) {
+    let kept = if door {
+        "what it saved before it died, and each resource whose provider call had returned (recorded by the provider door), is recorded"
+    } else {
+        "only what it saved before it died is recorded"
+    };
     warning(format!(
-        "{program} was killed ({signal}) before it finished; only what it saved before it died is recorded (named below, if anything)"
+        "{program} was killed ({signal}) before it finished; {kept} (named below, if anything)"
     ));
 }

@@ -164,7 +164,7 @@ impl Terraform {
                     use std::os::unix::process::ExitStatusExt;
                     if let Some(signal) = status.signal() {
                         let name = Signal::try_from(signal).map_or_else(|_| signal.to_string(), |s| s.as_str().to_string());
-                        super::say::terraform_killed(&self.program, &name);
+                        super::say::terraform_killed(&self.program, &name, self.door().is_some());
                     }
                     return Ok(status);
                 }
