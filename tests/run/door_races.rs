@@ -126,14 +126,7 @@ fn cloud_value(rt: &tokio::runtime::Runtime, name: &str) -> Option<String> {
 
 /// The record of the parameter, as `records show` prints it.
 fn record(root: &Root) -> serde_json::Value {
-    let out = root.cli(&["records", "show", ADDRESS]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let body: String = text(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    serde_json::from_str(&body).unwrap()
+    root.record_at(ADDRESS).expect("the parameter has a record")
 }
 
 fn recorded_value(root: &Root) -> String {

@@ -63,22 +63,6 @@ fn must(out: Output, what: &str) -> Output {
     out
 }
 
-/// The record of `address`, if it has one.
-fn record(root: &Root, cdf: &Cdftest, address: &str) -> Option<serde_json::Value> {
-    let mut c = root.cli(&["records", "show", address]);
-    cdf.env(&mut c);
-    let out = c.output().unwrap();
-    if !out.status.success() {
-        return None;
-    }
-    let body: String = text(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    Some(serde_json::from_str(&body).unwrap())
-}
-
 /// The provider door's sockets that terraform `pid` was handed lie in a folder of this user's that only it can open.
 fn sockets_are_private(pid: u32) {
     use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -183,7 +167,8 @@ fn killed_chain(victim: Victim, estate: &str) {
     for object in &objects {
         let name = object["name"].as_str().unwrap();
         let address = format!("cdftest_thing.{name}");
-        let rec = record(&root, &cdf, &address)
+        let rec = root
+            .record(&address)
             .unwrap_or_else(|| panic!("{victim:?}: {name} is in the cloud with no record"));
         assert_eq!(
             rec["instance"]["attributes"]["id"], object["id"],
@@ -192,7 +177,7 @@ fn killed_chain(victim: Victim, estate: &str) {
     }
     for name in ["p3", "p4"] {
         assert!(
-            record(&root, &cdf, &format!("cdftest_thing.{name}")).is_none(),
+            root.record_at(&format!("cdftest_thing.{name}")).is_none(),
             "{victim:?}: {name} has a record and no object"
         );
     }
@@ -356,13 +341,14 @@ fn terraform_killed_after_an_aws_create_returned_leaves_its_record_and_the_next_
         [format!("/{prefix}/p1")],
         "the cloud after the kill"
     );
-    let rec =
-        record(&root, &cdf, "aws_ssm_parameter.p1").expect("p1 is in the cloud with no record");
+    let rec = root
+        .record("aws_ssm_parameter.p1")
+        .expect("p1 is in the cloud with no record");
     assert_eq!(
         rec["instance"]["attributes"]["name"].as_str(),
         Some(format!("/{prefix}/p1").as_str())
     );
-    assert!(record(&root, &cdf, "aws_ssm_parameter.p2").is_none());
+    assert!(root.record_at("aws_ssm_parameter.p2").is_none());
 
     let next = args(&["apply", "-auto-approve", "-input=false"], 0);
     let next: Vec<&str> = next.iter().map(String::as_str).collect();
