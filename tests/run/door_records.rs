@@ -168,7 +168,7 @@ fn killed_chain(victim: Victim, estate: &str) {
         let name = object["name"].as_str().unwrap();
         let address = format!("cdftest_thing.{name}");
         let rec = root
-            .record(&address)
+            .record_at(&address)
             .unwrap_or_else(|| panic!("{victim:?}: {name} is in the cloud with no record"));
         assert_eq!(
             rec["instance"]["attributes"]["id"], object["id"],
@@ -342,7 +342,7 @@ fn terraform_killed_after_an_aws_create_returned_leaves_its_record_and_the_next_
         "the cloud after the kill"
     );
     let rec = root
-        .record("aws_ssm_parameter.p1")
+        .record_at("aws_ssm_parameter.p1")
         .expect("p1 is in the cloud with no record");
     assert_eq!(
         rec["instance"]["attributes"]["name"].as_str(),

@@ -252,7 +252,7 @@ fn through_run_on_a_live_root() {
         ("cdftest_thing.b", &objects[1]),
     ] {
         let rec = root
-            .record(address)
+            .record_at(address)
             .unwrap_or_else(|| panic!("no record of {address}"));
         assert_eq!(
             rec["instance"]["attributes"]["id"], object["id"],
