@@ -90,7 +90,11 @@ async fn claim_and_apply(
     }
     let door = ctx.tf.door();
     if let Some(door) = door {
-        door.record_returns(Some(Recorder::new(attempt.backend().clone(), apply.plan)));
+        door.record_returns(Some(Recorder::new(
+            attempt.backend().clone(),
+            apply.plan,
+            door.marking().cloned(),
+        )));
     }
     let applied = steps::apply_pinned_with(
         ctx,

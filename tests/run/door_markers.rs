@@ -1,0 +1,154 @@
+//! Live markers through the provider door, with the real hashicorp/aws provider 5.100.0 (a
+//! filesystem mirror) against moto: each create carries `tofu-estate` and `tofu-address` in
+//! its own call, terraform never sees them, and the next plan is clean. What is live is read
+//! with boto3, not through our code. Run under `scripts/with-moto` (or `with-peers`).
+
+use testkit as common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::cdftest::cli_config;
+use common::tf::{Records, Root, text, turn};
+use serde_json::Value;
+
+/// moto's endpoint; a loud failure outside `scripts/with-moto`.
+fn moto() -> String {
+    std::env::var("CHOUDOUFU_TEST_S3_ENDPOINT")
+        .expect("run under scripts/with-moto: CHOUDOUFU_TEST_S3_ENDPOINT names moto")
+}
+
+/// A copy of the markers_aws root on local records, on the mirror, initialised.
+fn aws_root(estate: &str) -> Root {
+    let root = Root::new("markers_aws", estate, &Records::Local);
+    std::fs::write(
+        &root.cli_config,
+        cli_config(Path::new("/nonexistent"), true),
+    )
+    .unwrap();
+    root.ok(&["init", "-input=false"]);
+    root
+}
+
+fn vars(prefix: &str, objects: &[&str]) -> Vec<String> {
+    let set: Vec<String> = objects.iter().map(|o| format!("\"{o}\"")).collect();
+    vec![
+        "-var".into(),
+        format!("endpoint={}", moto()),
+        "-var".into(),
+        format!("prefix={prefix}"),
+        "-var".into(),
+        format!("objects=[{}]", set.join(",")),
+    ]
+}
+
+fn args<'a>(first: &[&'a str], rest: &'a [String]) -> Vec<&'a str> {
+    let mut all = first.to_vec();
+    all.extend(rest.iter().map(String::as_str));
+    all
+}
+
+/// What boto3 sees live under `prefix`: the parameter's tags, and each bucket's and role's name and tags.
+fn live(prefix: &str) -> Value {
+    let script = r#"
+import json, sys, boto3
+endpoint, prefix = sys.argv[1], sys.argv[2]
+kw = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+ssm, s3, iam = boto3.client("ssm", **kw), boto3.client("s3", **kw), boto3.client("iam", **kw)
+out = {"params": {}, "buckets": {}, "roles": {}}
+for p in ssm.describe_parameters(ParameterFilters=[{"Key": "Name", "Option": "BeginsWith", "Values": ["/" + prefix + "/"]}])["Parameters"]:
+    tags = ssm.list_tags_for_resource(ResourceType="Parameter", ResourceId=p["Name"])["TagList"]
+    out["params"][p["Name"]] = {t["Key"]: t["Value"] for t in tags}
+for b in s3.list_buckets()["Buckets"]:
+    if b["Name"].startswith(prefix + "-"):
+        try:
+            tags = s3.get_bucket_tagging(Bucket=b["Name"])["TagSet"]
+        except s3.exceptions.ClientError:
+            tags = []
+        out["buckets"][b["Name"]] = {t["Key"]: t["Value"] for t in tags}
+for r in iam.list_roles()["Roles"]:
+    if r["RoleName"].startswith(prefix + "-"):
+        tags = iam.list_role_tags(RoleName=r["RoleName"])["Tags"]
+        out["roles"][r["RoleName"]] = {t["Key"]: t["Value"] for t in tags}
+print(json.dumps(out))
+"#;
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let out = Command::new(python)
+        .args(["-c", script, &moto(), prefix])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "boto3: {}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The tags of each object of `kind` (params, buckets, roles).
+fn tags(live: &Value, kind: &str) -> Vec<BTreeMap<String, String>> {
+    live[kind]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|t| serde_json::from_value(t.clone()).unwrap())
+        .collect()
+}
+
+#[test]
+fn creates_through_the_door_carry_the_markers_and_the_next_plan_is_clean() {
+    let _turn = turn();
+    let prefix = common::aws_objects::unique("mk");
+    let estate = format!("e-{prefix}");
+    let root = aws_root(&estate);
+    let v = vars(&prefix, &["p", "b", "r"]);
+    let out = root.run(&args(&["apply", "-auto-approve", "-input=false"], &v));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let seen = live(&prefix);
+    for (kind, address) in [
+        ("params", "aws_ssm_parameter.p[\"p\"]"),
+        ("buckets", "aws_s3_bucket.b[\"b\"]"),
+        ("roles", "aws_iam_role.r[\"r\"]"),
+    ] {
+        let all = tags(&seen, kind);
+        assert_eq!(all.len(), 1, "one of {kind}: {seen}");
+        let t = &all[0];
+        assert_eq!(t.get("tofu-estate"), Some(&estate), "{kind}: {t:?}");
+        assert_eq!(
+            t.get("tofu-address").map(String::as_str),
+            Some(address),
+            "{kind}: {t:?}"
+        );
+        // The user's default_tags ride along: merged, not replaced.
+        assert_eq!(
+            t.get("owner").map(String::as_str),
+            Some("tests"),
+            "{kind}: {t:?}"
+        );
+    }
+    assert_eq!(
+        tags(&seen, "params")[0].get("team").map(String::as_str),
+        Some("db")
+    );
+    // Terraform never saw the markers: not in its state, and the next plan is clean.
+    let shown = root
+        .cli(&["records", "show", "aws_iam_role.r[\"r\"]"])
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", text(&shown.stderr));
+    assert!(
+        !text(&shown.stdout).contains("tofu-"),
+        "the record holds a marker: {}",
+        text(&shown.stdout)
+    );
+    let plan = root.run(&args(&["plan", "-detailed-exitcode", "-input=false"], &v));
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&plan.stdout),
+        text(&plan.stderr)
+    );
+}
