@@ -7,6 +7,7 @@
 
 mod approve;
 mod args;
+mod bind;
 mod claiming;
 mod claims;
 mod command;

@@ -152,3 +152,96 @@ fn creates_through_the_door_carry_the_markers_and_the_next_plan_is_clean() {
         text(&plan.stderr)
     );
 }
+
+/// A bucket made by hand with `tags`, as a gone run's create would have left it.
+fn make_bucket(name: &str, tags: &[(&str, &str)]) {
+    let script = r#"
+import json, sys, boto3
+endpoint, name, tags = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+s3.create_bucket(Bucket=name)
+s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]})
+"#;
+    let tags: BTreeMap<&str, &str> = tags.iter().copied().collect();
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let out = Command::new(python)
+        .args([
+            "-c",
+            script,
+            &moto(),
+            name,
+            &serde_json::to_string(&tags).unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "boto3: {}", text(&out.stderr));
+}
+
+/// A name as the provider makes one from `prefix` (26 characters after it, so the import reads `prefix` back).
+fn generated(prefix: &str, n: u32) -> String {
+    format!("{prefix}-{n:026}")
+}
+
+const BUCKET: &str = "aws_s3_bucket.b[\"b\"]";
+
+#[test]
+fn one_marked_object_is_bound_and_two_are_a_collision_with_nothing_created() {
+    let _turn = turn();
+    let prefix = common::aws_objects::unique("bd");
+    let estate = format!("e-{prefix}");
+    let root = aws_root(&estate);
+    let v = vars(&prefix, &["b"]);
+    // Two objects carry the bucket's markers: CollisionError naming both, nothing created.
+    let (one, two) = (generated(&prefix, 1), generated(&prefix, 2));
+    for name in [&one, &two] {
+        make_bucket(
+            name,
+            &[("tofu-estate", estate.as_str()), ("tofu-address", BUCKET)],
+        );
+    }
+    let out = root.run(&args(&["apply", "-auto-approve", "-input=false"], &v));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(7), "{}\n{err}", text(&out.stdout));
+    assert!(err.contains("CollisionError"), "{err}");
+    for name in [&one, &two] {
+        assert!(err.contains(&format!("arn:aws:s3:::{name}")), "{err}");
+    }
+    assert_eq!(live(&prefix)["buckets"].as_object().unwrap().len(), 2);
+    // One of them gone: the other is bound, not a second one created, and recorded.
+    let out = Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python"))
+        .args([
+            "-c",
+            "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing').delete_bucket(Bucket=sys.argv[2])",
+            &moto(),
+            &two,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = root.run(&args(&["apply", "-auto-approve", "-input=false"], &v));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
+    assert!(
+        err.contains(&format!(
+            "bound {BUCKET} to the live object arn:aws:s3:::{one}"
+        )),
+        "{err}"
+    );
+    let buckets = live(&prefix)["buckets"].clone();
+    assert_eq!(
+        buckets.as_object().unwrap().keys().collect::<Vec<_>>(),
+        [&one],
+        "exactly the bound bucket: {buckets}"
+    );
+    let shown = root.cli(&["records", "show", BUCKET]).output().unwrap();
+    assert!(shown.status.success(), "{}", text(&shown.stderr));
+    assert!(text(&shown.stdout).contains(&one));
+    let plan = root.run(&args(&["plan", "-detailed-exitcode", "-input=false"], &v));
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&plan.stdout),
+        text(&plan.stderr)
+    );
+}

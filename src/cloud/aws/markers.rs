@@ -332,6 +332,18 @@ impl AwsLister {
         match *service {
             "s3" if !resource.contains('/') => Some(resource.to_string()),
             "ec2" => resource.rsplit_once('/').map(|(_, id)| id.to_string()),
+            // A role's name is the last part of `role/PATH/NAME`.
+            "iam" if resource.starts_with("role/") => {
+                resource.rsplit_once('/').map(|(_, name)| name.to_string())
+            }
+            // A parameter with a hierarchy is named `/a/b`; its ARN drops the leading slash.
+            "ssm" => resource.strip_prefix("parameter/").map(|name| {
+                if name.contains('/') {
+                    format!("/{name}")
+                } else {
+                    name.to_string()
+                }
+            }),
             "sqs" => {
                 let base = self
                     .config
