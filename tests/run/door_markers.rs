@@ -99,13 +99,25 @@ fn creates_through_the_door_carry_the_markers_and_the_next_plan_is_clean() {
     let estate = format!("e-{prefix}");
     let root = aws_root(&estate);
     let v = vars(&prefix, &["p", "b", "r"]);
-    let out = root.run(&args(&["apply", "-auto-approve", "-input=false"], &v));
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        text(&out.stdout),
-        text(&out.stderr)
+    // A bucket a gone run marked for this estate, at an address no record names.
+    let ghost = format!("gh-{prefix}");
+    make_bucket(
+        &ghost,
+        &[
+            ("tofu-estate", estate.as_str()),
+            ("tofu-address", "aws_s3_bucket.ghost"),
+        ],
     );
+    let out = root.run(&args(&["apply", "-auto-approve", "-input=false"], &v));
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
+    // It is warned about after the apply, and kept.
+    assert!(
+        err.contains(&format!("unrecorded marked object arn:aws:s3:::{ghost}"))
+            && err.contains("it was not deleted"),
+        "{err}"
+    );
+    assert!(bucket_exists(&ghost), "the unrecorded bucket was deleted");
     let seen = live(&prefix);
     for (kind, address) in [
         ("params", "aws_ssm_parameter.p[\"p\"]"),
@@ -175,6 +187,22 @@ s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": [{"Key": k, "Value": v} fo
         .output()
         .unwrap();
     assert!(out.status.success(), "boto3: {}", text(&out.stderr));
+}
+
+/// Whether the bucket `name` exists.
+fn bucket_exists(name: &str) -> bool {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    Command::new(python)
+        .args([
+            "-c",
+            "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing').head_bucket(Bucket=sys.argv[2])",
+            &moto(),
+            name,
+        ])
+        .output()
+        .unwrap()
+        .status
+        .success()
 }
 
 /// A name as the provider makes one from `prefix` (26 characters after it, so the import reads `prefix` back).
