@@ -273,3 +273,152 @@ fn one_marked_object_is_bound_and_two_are_a_collision_with_nothing_created() {
         text(&plan.stderr)
     );
 }
+
+/// Every living descendant of `pid`.
+fn descendants(pid: u32) -> Vec<u32> {
+    let parent_of = |p: u32| -> Option<u32> {
+        let s = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+        let after = &s[s.rfind(')')? + 2..];
+        let mut fields = after.split(' ');
+        let state = fields.next()?;
+        (state != "Z").then_some(())?;
+        fields.next()?.parse().ok()
+    };
+    let mut all = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if parent_of(child) == Some(parent) {
+                all.push(child);
+                frontier.push(child);
+            }
+        }
+    }
+    all
+}
+
+fn kill(pid: u32) {
+    use nix::sys::signal::{Signal, kill};
+    let _ = kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
+}
+
+/// Whether every object of `kind` under `prefix` carries a `tofu-address` marker, and there is one.
+fn marked(seen: &Value, kind: &str) -> bool {
+    let all = tags(seen, kind);
+    all.len() == 1 && all[0].contains_key("tofu-address")
+}
+
+#[test]
+fn a_run_killed_during_server_named_creates_is_bound_by_the_next_run_not_duplicated() {
+    let _turn = turn();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Every provider request passes a proxy that holds it 1.5 s: a create's reads after its
+    // create and tag requests take seconds, so a kill once both objects are marked lands
+    // while the bucket's create call (about ten reads after its tagging) has not returned.
+    let upstream = moto().trim_start_matches("http://").to_string();
+    let proxy = rt.block_on(common::latency_proxy::start(
+        upstream,
+        std::time::Duration::from_millis(1500),
+    ));
+    let prefix = common::aws_objects::unique("kl");
+    let estate = format!("e-{prefix}");
+    let root = aws_root(&estate);
+    let mut slow = vars(&prefix, &["b", "r"]);
+    slow[1] = format!("endpoint={}", proxy.endpoint);
+    let mut child = root
+        .run_cmd(&args(&["apply", "-auto-approve", "-input=false"], &slow))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_pid = child.id();
+    let start = std::time::Instant::now();
+    loop {
+        let seen = live(&prefix);
+        if marked(&seen, "buckets") && marked(&seen, "roles") {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(240),
+            "the bucket and the role never came up marked: {seen}"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "run ended before both objects were made: {seen}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let family = descendants(run_pid);
+    kill(run_pid);
+    let _ = child.wait();
+    let killed = std::time::Instant::now();
+    let mut left = family;
+    while !left.is_empty() && killed.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left.retain(|p| Path::new(&format!("/proc/{p}")).exists());
+    }
+    left.iter().for_each(|p| kill(*p));
+    let bucket_record = root.cli(&["records", "show", BUCKET]).output().unwrap();
+    assert!(
+        !bucket_record.status.success(),
+        "the bucket's create had returned before the kill: the test did not kill during it"
+    );
+
+    // The next run takes over the dead run's claims, binds what it made, creates nothing.
+    let v = vars(&prefix, &["b", "r"]);
+    let out = root.run_with(
+        &["--wait=3m"],
+        &args(&["apply", "-auto-approve", "-input=false"], &v),
+    );
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
+    assert!(!err.contains("already exists"), "{err}");
+    assert!(
+        err.contains(&format!("bound {BUCKET} to the live object")),
+        "{err}"
+    );
+    let seen = live(&prefix);
+    assert_eq!(tags(&seen, "buckets").len(), 1, "one bucket: {seen}");
+    assert_eq!(tags(&seen, "roles").len(), 1, "one role: {seen}");
+    let bucket = seen["buckets"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let role = seen["roles"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    for (address, name) in [(BUCKET, &bucket), ("aws_iam_role.r[\"r\"]", &role)] {
+        let shown = root.cli(&["records", "show", address]).output().unwrap();
+        assert!(shown.status.success(), "{address}: {}", text(&shown.stderr));
+        assert!(text(&shown.stdout).contains(name.as_str()), "{address}");
+    }
+    let listed = root.cli(&["records", "ls"]).output().unwrap();
+    let listed = text(&listed.stdout);
+    assert_eq!(
+        listed.lines().filter(|l| l.contains("aws_")).count(),
+        2,
+        "one record each: {listed}"
+    );
+    let plan = root.run(&args(&["plan", "-detailed-exitcode", "-input=false"], &v));
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&plan.stdout),
+        text(&plan.stderr)
+    );
+}
