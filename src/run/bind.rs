@@ -14,6 +14,7 @@ use super::{say, terraform};
 use crate::cloud::aws::markers::{AwsLister, CollisionError, LiveObject, decide};
 use crate::cut::{Mechanism, cut};
 use crate::engine::markers::Family;
+use crate::frontdoor::provider::Door;
 
 /// What the check came to.
 pub enum Checked {
@@ -51,6 +52,39 @@ fn creates(plan: &Value) -> Vec<Create> {
         .collect()
 }
 
+/// Whether the marker listings may use `config`: not when it points the provider at custom endpoints but names none for the Tagging API (nor `endpoint_url`), as for a test peer; the objects are not where AWS's own endpoint would look.
+pub fn listable(config: &Value) -> bool {
+    let named = |v: &Value| v.as_str().is_some_and(|s| !s.trim().is_empty());
+    if named(&config["endpoint_url"]) {
+        return true;
+    }
+    let endpoints = match &config["endpoints"] {
+        Value::Array(items) => items.first().cloned().unwrap_or(Value::Null),
+        other => other.clone(),
+    };
+    let Value::Object(endpoints) = endpoints else {
+        return true;
+    };
+    let tagging = ["resourcegroupstaggingapi", "resourcegroupstagging"];
+    tagging.iter().any(|k| endpoints.get(*k).is_some_and(named)) || !endpoints.values().any(named)
+}
+
+/// The AWS configurations the door saw that the marker listings may use ([`listable`]); each left out is said.
+pub fn listing_configs(door: &Door) -> Vec<Value> {
+    door.provider_configs()
+        .into_iter()
+        .filter(|(p, _)| Family::of(&p.to_string(), "") == Some(Family::Aws))
+        .filter_map(|(p, config)| {
+            if listable(&config) {
+                Some(config)
+            } else {
+                say::no_tagging_endpoint(&p.to_string());
+                None
+            }
+        })
+        .collect()
+}
+
 /// List the markers of each AWS create of `plan`; bind the one object found, refuse on two or more.
 pub async fn check(
     ctx: &Ctx,
@@ -69,10 +103,7 @@ pub async fn check(
         return Ok(Checked::Clear);
     }
     let mut listers = Vec::new();
-    for (provider, config) in door.provider_configs() {
-        if Family::of(&provider.to_string(), "") != Some(Family::Aws) {
-            continue;
-        }
+    for config in listing_configs(door) {
         match AwsLister::from_json(&config).await {
             Ok(l) => listers.push(l),
             Err(e) => say::no_marker_listing(e),
@@ -127,4 +158,26 @@ pub async fn check(
         }
     }
     Ok(Checked::Bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::listable;
+    use serde_json::json;
+
+    #[test]
+    fn a_configuration_aimed_at_other_endpoints_is_not_listed_at_aws() {
+        assert!(listable(&json!({"region": "eu-west-1"})));
+        assert!(listable(&json!({"region": "eu-west-1", "endpoints": []})));
+        assert!(listable(
+            &json!({"endpoints": [{"ssm": "http://127.0.0.1:1", "resourcegroupstaggingapi": "http://127.0.0.1:1"}]})
+        ));
+        assert!(listable(
+            &json!({"endpoint_url": "http://127.0.0.1:1", "endpoints": [{"ssm": "http://127.0.0.1:1"}]})
+        ));
+        assert!(!listable(
+            &json!({"endpoints": [{"ssm": "http://127.0.0.1:1", "s3": null}]})
+        ));
+        assert!(listable(&json!({"endpoints": [{"ssm": null}]})));
+    }
 }

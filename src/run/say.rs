@@ -196,6 +196,13 @@ pub fn collision(e: &crate::cloud::aws::markers::CollisionError) {
     line(e);
 }
 
+/// A provider configuration points at custom endpoints but none for the Tagging API: its markers are not listed.
+pub fn no_tagging_endpoint(provider: &str) {
+    warning(format_args!(
+        "{provider}: its configuration sets custom endpoints but none for resourcegroupstaggingapi, so no live markers were listed with it (add endpoints {{ resourcegroupstaggingapi = ... }} to have them listed)"
+    ));
+}
+
 /// No provider configuration was seen to list markers with.
 pub fn no_collision_check(creates: usize) {
     warning(format_args!(

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::bind;
 use super::command::PlanKind;
 use super::context::Ctx;
 use super::error::{EXIT_UNWRITTEN, RunError};
@@ -13,7 +14,6 @@ use super::terraform::Stdout;
 use crate::cloud::aws::markers::AwsLister;
 use crate::config::LiveConfig;
 use crate::cut::{Mechanism, cut};
-use crate::engine::markers::Family;
 use crate::engine::session::RecordConflictError;
 use crate::frontdoor::http::{Backend, RunSummary};
 
@@ -119,13 +119,7 @@ pub async fn warn_unrecorded_after(ctx: &Ctx, backend: &Backend) {
             .tf
             .door()
             .filter(|d| d.marking().is_some())
-            .map(|d| {
-                d.provider_configs()
-                    .into_iter()
-                    .filter(|(p, _)| Family::of(&p.to_string(), "") == Some(Family::Aws))
-                    .map(|(_, c)| c)
-                    .collect()
-            })
+            .map(bind::listing_configs)
             .unwrap_or_default(),
     };
     for provider in &providers {
