@@ -133,6 +133,10 @@ pub enum Mechanism {
     ProviderDoor,
     /// The provider door writing each instance's record when its provider apply call returns.
     ReturnRecords,
+    /// The provider door putting the live markers into each create's tags (and `ignore_tags` into the configuration).
+    CreateMarkers,
+    /// `run` binding the one live object marked for a planned create, instead of creating another.
+    MarkerBind,
 }
 
 impl Mechanism {
@@ -196,6 +200,8 @@ impl Mechanism {
         Mechanism::ParentDeath,
         Mechanism::ProviderDoor,
         Mechanism::ReturnRecords,
+        Mechanism::CreateMarkers,
+        Mechanism::MarkerBind,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -259,6 +265,8 @@ impl Mechanism {
             Mechanism::ParentDeath => "parent-death",
             Mechanism::ProviderDoor => "provider-door",
             Mechanism::ReturnRecords => "return-records",
+            Mechanism::CreateMarkers => "create-markers",
+            Mechanism::MarkerBind => "marker-bind",
         }
     }
 

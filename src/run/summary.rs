@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::bind;
 use super::command::PlanKind;
 use super::context::Ctx;
 use super::error::{EXIT_UNWRITTEN, RunError};
@@ -108,15 +109,25 @@ pub async fn stamp_plan(ctx: &Ctx, backend: &Backend, file: &Path) -> Result<(),
     Ok(())
 }
 
-/// After commands that plan, warn about marked live objects no record names (when markers are configured).
+/// After commands that plan, warn about marked live objects no record names: listed where the `markers "aws"` block says, else with each AWS configuration the provider door saw.
 pub async fn warn_unrecorded_after(ctx: &Ctx, backend: &Backend) {
-    if let Some(listing) = &ctx.config.markers
-        && matches!(
-            ctx.cmd.sub(),
-            Some("plan" | "apply" | "refresh" | "destroy" | "import")
-        )
-    {
-        warn_unrecorded(&ctx.config, &listing.provider_json(), backend).await;
+    if !matches!(
+        ctx.cmd.sub(),
+        Some("plan" | "apply" | "refresh" | "destroy" | "import")
+    ) {
+        return;
+    }
+    let providers: Vec<serde_json::Value> = match &ctx.config.markers {
+        Some(listing) => vec![listing.provider_json()],
+        None => ctx
+            .tf
+            .door()
+            .filter(|d| d.marking().is_some())
+            .map(bind::listing_configs)
+            .unwrap_or_default(),
+    };
+    for provider in &providers {
+        warn_unrecorded(&ctx.config, provider, backend).await;
     }
 }
 
