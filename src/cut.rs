@@ -137,6 +137,8 @@ pub enum Mechanism {
     CreateMarkers,
     /// `run` binding the one live object marked for a planned create, instead of creating another.
     MarkerBind,
+    /// `markers = false` in the live block turning the door's live markers off (cut: they stay on).
+    MarkersOff,
 }
 
 impl Mechanism {
@@ -202,6 +204,7 @@ impl Mechanism {
         Mechanism::ReturnRecords,
         Mechanism::CreateMarkers,
         Mechanism::MarkerBind,
+        Mechanism::MarkersOff,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -267,6 +270,7 @@ impl Mechanism {
             Mechanism::ReturnRecords => "return-records",
             Mechanism::CreateMarkers => "create-markers",
             Mechanism::MarkerBind => "marker-bind",
+            Mechanism::MarkersOff => "markers-off",
         }
     }
 

@@ -103,9 +103,10 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
             program: program.clone(),
             global: cmd.global.clone(),
             door: door.then(|| {
-                let marking = config.live_markers.then(|| Marking {
-                    estate: config.estate.as_str().to_string(),
-                });
+                let marking =
+                    (config.live_markers || cut(Mechanism::MarkersOff)).then(|| Marking {
+                        estate: config.estate.as_str().to_string(),
+                    });
                 terraform::DoorCell::new(root.clone(), marking)
             }),
         },

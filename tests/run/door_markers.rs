@@ -165,6 +165,44 @@ fn creates_through_the_door_carry_the_markers_and_the_next_plan_is_clean() {
     );
 }
 
+/// `markers = false` in the live block: the create carries the user's tags and no marker.
+#[test]
+fn markers_false_in_the_live_block_leaves_creates_unmarked() {
+    let _turn = turn();
+    let prefix = common::aws_objects::unique("mkoff");
+    let root = Root::new("markers_aws", &format!("e-{prefix}"), &Records::Local);
+    let live_hcl = root.path().join("live.hcl");
+    let text_of = std::fs::read_to_string(&live_hcl).unwrap();
+    std::fs::write(
+        &live_hcl,
+        text_of.replacen("live {\n", "live {\n  markers = false\n", 1),
+    )
+    .unwrap();
+    std::fs::write(
+        &root.cli_config,
+        cli_config(Path::new("/nonexistent"), true),
+    )
+    .unwrap();
+    root.ok(&["init", "-input=false"]);
+    let v = vars(&prefix, &["p"]);
+    let out = root.run(&args(&["apply", "-auto-approve", "-input=false"], &v));
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let seen = live(&prefix);
+    let params = tags(&seen, "params");
+    assert_eq!(params.len(), 1, "{seen}");
+    assert_eq!(params[0].get("team").map(String::as_str), Some("db"));
+    assert!(
+        params[0].keys().all(|k| !k.starts_with("tofu-")),
+        "markers = false, and the create was marked: {:?}",
+        params[0]
+    );
+}
+
 /// A bucket made by hand with `tags`, as a gone run's create would have left it.
 fn make_bucket(name: &str, tags: &[(&str, &str)]) {
     let script = r#"
