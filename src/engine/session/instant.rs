@@ -87,15 +87,26 @@ impl Session {
                 return Ok(Landed::Unchanged);
             };
             self.check_guard().await?;
-            return Ok(match self.store.delete(&key, &base.version).await? {
+            // The store call goes out without the session's lock, so calls that return at
+            // once are written at once; no other writer of this run writes this instance
+            // meanwhile (terraform has not heard the answer yet).
+            drop(view);
+            let outcome = self.store.delete(&key, &base.version).await?;
+            let mut view = self.view.lock().await;
+            let still = view.base.get(&key).map(|b| &b.version) == Some(&base.version);
+            return Ok(match outcome {
                 WriteOutcome::Written(()) => {
-                    view.base.remove(&key);
-                    view.snapshot.records.remove(&key);
+                    if still {
+                        view.base.remove(&key);
+                        view.snapshot.records.remove(&key);
+                    }
                     Landed::Deleted
                 }
                 WriteOutcome::Conflict(c) if c.found.is_none() => {
-                    view.base.remove(&key);
-                    view.snapshot.records.remove(&key);
+                    if still {
+                        view.base.remove(&key);
+                        view.snapshot.records.remove(&key);
+                    }
                     Landed::Deleted
                 }
                 WriteOutcome::Conflict(c) => Landed::Refused(RecordConflict {
@@ -137,12 +148,22 @@ impl Session {
             view.snapshot.estate = Some(self.ensure_estate(&lineage).await?);
         }
         let bytes = record.encode();
-        Ok(
-            match store::put_conditional(self.store.as_ref(), &key, &bytes, &precondition).await? {
-                WriteOutcome::Written(version) => {
-                    if let Some(cache) = &self.cache {
-                        cache.put(&key, &version, &bytes);
-                    }
+        // As for a delete: the PUT goes out without the session's lock.
+        drop(view);
+        let outcome =
+            store::put_conditional(self.store.as_ref(), &key, &bytes, &precondition).await?;
+        let mut view = self.view.lock().await;
+        Ok(match outcome {
+            WriteOutcome::Written(version) => {
+                if let Some(cache) = &self.cache {
+                    cache.put(&key, &version, &bytes);
+                }
+                // The base moves on only from the version this write was made against.
+                let expected = match &precondition {
+                    Precondition::Absent => None,
+                    Precondition::Matches(v) => Some(v),
+                };
+                if view.base.get(&key).map(|b| &b.version) == expected {
                     let entry = BaseEntry {
                         version,
                         digest,
@@ -150,18 +171,18 @@ impl Session {
                     };
                     view.base.insert(key.clone(), entry.base_ref());
                     view.snapshot.records.insert(key, entry);
-                    match precondition {
-                        Precondition::Absent => Landed::Created,
-                        Precondition::Matches(_) => Landed::Updated,
-                    }
                 }
-                WriteOutcome::Conflict(c) => Landed::Refused(RecordConflict {
-                    address,
-                    op: precondition.op(),
-                    expected: c.expected,
-                    stored: c.found,
-                }),
-            },
-        )
+                match precondition {
+                    Precondition::Absent => Landed::Created,
+                    Precondition::Matches(_) => Landed::Updated,
+                }
+            }
+            WriteOutcome::Conflict(c) => Landed::Refused(RecordConflict {
+                address,
+                op: precondition.op(),
+                expected: c.expected,
+                stored: c.found,
+            }),
+        })
     }
 }
