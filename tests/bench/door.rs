@@ -321,8 +321,12 @@ fn push_rows(
     what: &str,
     door_goal: DoorGoal,
     got: &Compared,
-    extra: &str,
+    notes: Notes,
 ) {
+    let Notes {
+        door: extra,
+        off: split,
+    } = notes;
     let stock = stats(got.stock.times.clone());
     let (off, door) = (stats(got.off.times.clone()), stats(got.door.times.clone()));
     let door_off = door.0 / off.0;
@@ -341,7 +345,13 @@ fn push_rows(
             json!(off.0 / stock.0 <= g),
         ),
     };
-    rows.push(json!({"id": format!("{id}/off"), "what": format!("{what} through `run --provider-door=off`, against stock apply with use_lockfile"), "stock": stock, "live": off, "ratio": off.0 / stock.0, "goal": off_goal, "met": off_met}));
+    let plugins = |w: Way| got.of(w).peak.plugins();
+    let off_note = format!(
+        "run's apply is a planned apply: `plan -out`, `show -json` of the plan, then `apply PLAN`, three terraform processes where stock's apply is one; in the sampled apply terraform started {} provider plugin(s) without the door, {} for stock{split}",
+        plugins(Way::Off),
+        plugins(Way::Stock)
+    );
+    rows.push(json!({"id": format!("{id}/off"), "what": format!("{what} through `run --provider-door=off`, against stock apply with use_lockfile"), "stock": stock, "live": off, "ratio": off.0 / stock.0, "goal": off_goal, "met": off_met, "note": off_note}));
     rows.push(json!({"id": format!("{id}/door"), "what": format!("{what} through `run` with the provider door (the default), against stock apply with use_lockfile"), "stock": stock, "live": door, "ratio": door.0 / stock.0, "goal": goal, "met": met,
         "note": format!("door / no door {door_off:.3} (medians: stock {:.3} s, off {:.3} s, door {:.3} s); per apply at the proxy (the last timed one): {accounting}{extra}", stock.0, off.0, door.0)}));
     let mib = |m: &Measured| {
@@ -356,6 +366,12 @@ fn push_rows(
     rows.push(json!({"id": format!("{id}/rss"), "what": format!("peak RSS (MiB) of one {id} apply's process tree (terraform, run, the provider plugins), summed over the tree as sampled every {} ms, through `run` with the door, against stock", rss::EVERY.as_millis()), "stock": mib(&got.stock), "live": mib(&got.door), "ratio": d / s, "goal": "reported", "met": Value::Null,
         "note": format!("one sampled apply each, after the timed ones: {}; without the door {:.2}x of stock ({o:.0} MiB)", got.memory(), o / s)}));
     accounts.extend(got.accounts(id));
+}
+
+/// What a row's notes add to what [`push_rows`] measured: for the door row, and the off row.
+struct Notes<'a> {
+    door: &'a str,
+    off: &'a str,
 }
 
 /// The door row's goal.
@@ -445,10 +461,13 @@ pub async fn b8(rows: &mut Vec<Value>, accounts: &mut Vec<Value>) {
         ),
         DoorGoal::OfOff(1.05),
         &got,
-        &format!(
-            "; the machine's load average (1 min) {load_before} at the start, {} at the end",
-            load()
-        ),
+        Notes {
+            door: &format!(
+                "; the machine's load average (1 min) {load_before} at the start, {} at the end",
+                load()
+            ),
+            off: "",
+        },
     );
 }
 
@@ -498,6 +517,7 @@ pub async fn b7_aws(rows: &mut Vec<Value>, accounts: &mut Vec<Value>) {
         side.first(&crate::args(&apply(side, "first")));
     }
     let got = measure(&sides, &proxy, REPEATS, &apply, &|_| {}, &|_| None);
+    let split = aws_split(&sides[0], &apply(&sides[0], "split"));
     push_rows(
         rows,
         accounts,
@@ -507,9 +527,49 @@ pub async fn b7_aws(rows: &mut Vec<Value>, accounts: &mut Vec<Value>) {
         ),
         DoorGoal::OfStock(1.25),
         &got,
-        &format!(
-            "; the machine's load average (1 min) {load_before} at the start, {} at the end",
-            load()
-        ),
+        Notes {
+            door: &format!(
+                "; the machine's load average (1 min) {load_before} at the start, {} at the end; {split}",
+                load()
+            ),
+            off: &format!("; {split}"),
+        },
     );
+}
+
+/// Where B7/aws's time goes, timed on stock's root (`side`) apart: a `plan -out` and a
+/// `show -json` of it (the two steps run's planned apply adds; both start terraform and load
+/// the provider's schema), and the `h1:` hash of the AWS package, which the door computes
+/// before it starts a plugin, in every run.
+fn aws_split(side: &Side, apply: &[String]) -> String {
+    let Place::Stock(dir, _) = &side.place else {
+        return String::new();
+    };
+    let plan_file = dir.path().join("split.tfplan");
+    let out = format!("-out={}", plan_file.display());
+    // The apply's variables, for a plan of the same change.
+    let mut plan = vec!["plan"];
+    plan.extend(
+        apply
+            .iter()
+            .map(String::as_str)
+            .filter(|a| *a != "apply" && *a != "-auto-approve"),
+    );
+    plan.push(&out);
+    let t = Instant::now();
+    side.ok(&plan);
+    let plan_s = t.elapsed().as_secs_f64();
+    let shown = plan_file.to_string_lossy().to_string();
+    let t = Instant::now();
+    side.ok(&["show", "-json", &shown]);
+    let show_s = t.elapsed().as_secs_f64();
+    let package = std::path::Path::new(testkit::cdftest::AWS_MIRROR)
+        .join("registry.terraform.io/hashicorp/aws/5.100.0/linux_amd64");
+    let t = Instant::now();
+    let hashed = choudoufu_live::frontdoor::provider::lockfile::h1(&package);
+    let hash_s = t.elapsed().as_secs_f64();
+    assert!(hashed.is_ok(), "hash the AWS package: {hashed:?}");
+    format!(
+        "on the stock root apart, a `plan -out` takes {plan_s:.2} s and a `show -json` of it {show_s:.2} s; the door's `h1:` hash of the AWS package (0.7 GB), before its first plugin starts, {hash_s:.2} s"
+    )
 }
