@@ -107,7 +107,8 @@ fn sample(tree: &mut BTreeSet<i32>, peak: &mut TreePeak) {
         let Some((r, a)) = memory(*pid) else {
             continue;
         };
-        peak.seen.entry(*pid).or_insert_with(|| name.clone());
+        // The latest name: a child is named after its parent until it execs.
+        peak.seen.insert(*pid, name.clone());
         rss += r;
         anon += a;
         if is_plugin(name) && r > 0 {
