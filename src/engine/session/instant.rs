@@ -95,26 +95,20 @@ impl Session {
             let mut view = self.view.lock().await;
             let still = view.base.get(&key).map(|b| &b.version) == Some(&base.version);
             return Ok(match outcome {
-                WriteOutcome::Written(()) => {
-                    if still {
-                        view.base.remove(&key);
-                        view.snapshot.records.remove(&key);
-                    }
-                    Landed::Deleted
-                }
-                WriteOutcome::Conflict(c) if c.found.is_none() => {
-                    if still {
-                        view.base.remove(&key);
-                        view.snapshot.records.remove(&key);
-                    }
-                    Landed::Deleted
-                }
-                WriteOutcome::Conflict(c) => Landed::Refused(RecordConflict {
+                WriteOutcome::Conflict(c) if c.found.is_some() => Landed::Refused(RecordConflict {
                     address,
                     op: "delete",
                     expected: c.expected,
                     stored: c.found,
                 }),
+                // Deleted now, or already gone.
+                WriteOutcome::Written(()) | WriteOutcome::Conflict(_) => {
+                    if still {
+                        view.base.remove(&key);
+                        view.snapshot.records.remove(&key);
+                    }
+                    Landed::Deleted
+                }
             });
         };
         let record = Record {

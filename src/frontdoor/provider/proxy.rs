@@ -460,11 +460,10 @@ async fn forward_body(live: &Live, mut req: Request<Body>) -> Response<Body> {
 
 /// A whole answer, sent again: its headers, its body, its trailers.
 fn whole(answer: &Answer) -> Response<Body> {
-    let frames = [
-        Ok::<_, BoxError>(Frame::data(answer.body.clone())),
-        Ok(Frame::trailers(answer.trailers.clone())),
-    ];
-    let mut resp = Response::new(StreamBody::new(futures::stream::iter(frames)).boxed());
+    let mut resp = Response::new(whole_body(
+        answer.body.clone(),
+        Some(answer.trailers.clone()),
+    ));
     *resp.headers_mut() = answer.headers.clone();
     resp
 }

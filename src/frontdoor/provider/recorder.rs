@@ -155,13 +155,6 @@ impl Recorder {
         answer: &[u8],
     ) -> Option<Vec<u8>> {
         let call = outgoing.call?;
-        let resp = match Response::decode(answer) {
-            Ok(resp) => resp,
-            Err(e) => {
-                tracing::warn!(address = %call.planned.address, error = %e, "provider door: an apply answer could not be read; terraform's own save records it");
-                return None;
-            }
-        };
         let mut rewritten = None;
         if call.marked {
             match marking::rewrite_message(answer, NEW_STATE, marking::strip) {
@@ -176,15 +169,13 @@ impl Recorder {
                 }
             }
         }
-        let resp = match &rewritten {
-            Some(stripped) => match Response::decode(stripped.as_slice()) {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(address = %call.planned.address, error = %e, "provider door: a stripped apply answer could not be read");
-                    return None;
-                }
-            },
-            None => resp,
+        // The answer terraform gets is the one recorded: the stripped one when the door changed it.
+        let resp = match Response::decode(rewritten.as_deref().unwrap_or(answer)) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(address = %call.planned.address, error = %e, "provider door: an apply answer could not be read; terraform's own save records it");
+                return None;
+            }
         };
         self.record(schema, call, &resp).await;
         rewritten
@@ -213,7 +204,9 @@ impl Recorder {
         }
         let session = self.backend.session();
         let change = if planned.action == Action::Delete || new_state.is_null() {
-            Instant::Delete { address }
+            Instant::Delete {
+                address: address.clone(),
+            }
         } else {
             let held = session.instance_of(&address).await;
             let schema_version = schema
@@ -235,14 +228,11 @@ impl Recorder {
                 _ => planned.meta.clone(),
             };
             Instant::Put {
-                address,
+                address: address.clone(),
                 meta,
                 instance,
                 terraform_version: self.ledger.terraform_version().map(str::to_string),
             }
-        };
-        let address = match &change {
-            Instant::Put { address, .. } | Instant::Delete { address } => address.clone(),
         };
         match session.write_instant(change).await {
             Ok(Landed::Refused(conflict)) => {
