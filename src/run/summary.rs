@@ -126,13 +126,10 @@ pub async fn warn_unrecorded_after(ctx: &Ctx, backend: &Backend) {
             .map(bind::listing_configs)
             .unwrap_or_default(),
     };
-    for provider in &providers {
-        warn_unrecorded(&ctx.config, provider, backend).await;
+    if providers.is_empty() {
+        return;
     }
-}
-
-/// Warn, without deleting, about live objects carrying this estate's marker that no record names.
-async fn warn_unrecorded(config: &LiveConfig, provider: &serde_json::Value, backend: &Backend) {
+    // The estate is read once, whatever the number of configurations listed.
     let session = backend.session();
     if let Err(e) = session.refresh().await {
         say::no_records_for_markers(e);
@@ -147,6 +144,19 @@ async fn warn_unrecorded(config: &LiveConfig, provider: &serde_json::Value, back
             types.insert(meta.type_name.clone());
         }
     }
+    let types: Vec<String> = types.into_iter().collect();
+    for provider in &providers {
+        warn_unrecorded(&ctx.config, provider, &recorded, &types).await;
+    }
+}
+
+/// Warn, without deleting, about live objects carrying this estate's marker that none of `recorded` names.
+async fn warn_unrecorded(
+    config: &LiveConfig,
+    provider: &serde_json::Value,
+    recorded: &[String],
+    types: &[String],
+) {
     let lister = match AwsLister::from_json(provider).await {
         Ok(l) => l,
         Err(e) => {
@@ -154,9 +164,8 @@ async fn warn_unrecorded(config: &LiveConfig, provider: &serde_json::Value, back
             return;
         }
     };
-    let types: Vec<String> = types.into_iter().collect();
     match lister
-        .list_unrecorded(config.estate.as_str(), &recorded, &types)
+        .list_unrecorded(config.estate.as_str(), recorded, types)
         .await
     {
         Ok(objects) => {
