@@ -27,9 +27,10 @@ prove-claims:
 fuzz:
 	scripts/fuzz
 
-## make reliability: the long load run and the kill suite, with their figures.
+## make reliability: the long load run and the kill suite, with their figures; the AWS door races, three rounds each.
 reliability:
 	scripts/with-moto $(CARGO) test --test reliability --test plugin -- --ignored --nocapture
+	CHOUDOUFU_AWS_RACE_ROUNDS=3 scripts/with-moto $(CARGO) test --test run door_races -- --nocapture
 
 ## make bench: side by side with terraform's own S3 backend: SeaweedFS behind a 20 ms-per-request proxy (the S3
 ## latency model), and moto; writes docs/bench/RESULTS.md and chart.png (under 15 minutes from a fresh clone, build included).

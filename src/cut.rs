@@ -145,6 +145,12 @@ pub enum Mechanism {
     ProviderDoor,
     /// The provider door writing each instance's record when its provider apply call returns.
     ReturnRecords,
+    /// The provider door putting the live markers into each create's tags (and `ignore_tags` into the configuration).
+    CreateMarkers,
+    /// `run` binding the one live object marked for a planned create, instead of creating another.
+    MarkerBind,
+    /// `markers = false` in the live block turning the door's live markers off (cut: they stay on).
+    MarkersOff,
 }
 
 impl Mechanism {
@@ -214,6 +220,9 @@ impl Mechanism {
         Mechanism::ParentDeath,
         Mechanism::ProviderDoor,
         Mechanism::ReturnRecords,
+        Mechanism::CreateMarkers,
+        Mechanism::MarkerBind,
+        Mechanism::MarkersOff,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -283,6 +292,9 @@ impl Mechanism {
             Mechanism::ParentDeath => "parent-death",
             Mechanism::ProviderDoor => "provider-door",
             Mechanism::ReturnRecords => "return-records",
+            Mechanism::CreateMarkers => "create-markers",
+            Mechanism::MarkerBind => "marker-bind",
+            Mechanism::MarkersOff => "markers-off",
         }
     }
 

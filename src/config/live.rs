@@ -27,6 +27,8 @@ pub struct LiveConfig {
     pub markers: Option<MarkerListing>,
     /// `provider_door`: whether `run` puts its provider door between terraform and the providers (default true).
     pub provider_door: bool,
+    /// `markers`: whether the provider door puts the live markers into each create and binds what they find (default true).
+    pub live_markers: bool,
 }
 
 /// The provider settings `run` lists live objects with, to warn about marked objects no record names.
@@ -120,7 +122,11 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
     };
     let body = &found.block.body;
     let source = at(&found.file, found.text, found.block.span());
-    ctx.only(body, &["estate", "provider_door"], "the live block")?;
+    ctx.only(
+        body,
+        &["estate", "provider_door", "markers"],
+        "the live block",
+    )?;
     let estate = match ctx.string(body, "estate", "the live block's")? {
         Some(name) => EstateName::parse(&name)
             .map_err(|m| ctx.invalid(body.get_attribute("estate").and_then(|a| a.span()), m))?,
@@ -167,12 +173,16 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
     let provider_door = ctx
         .boolean(body, "provider_door", "the live block's")?
         .unwrap_or(true);
+    let live_markers = ctx
+        .boolean(body, "markers", "the live block's")?
+        .unwrap_or(true);
     Ok(LiveConfig {
         estate,
         store,
         source,
         markers,
         provider_door,
+        live_markers,
     })
 }
 

@@ -65,6 +65,7 @@ pub struct Planned {
 #[derive(Debug, Default)]
 pub struct Ledger {
     open: Mutex<Vec<Planned>>,
+    terraform_version: Option<String>,
 }
 
 impl Ledger {
@@ -104,7 +105,16 @@ impl Ledger {
         }
         Ledger {
             open: Mutex::new(open),
+            terraform_version: plan["terraform_version"]
+                .as_str()
+                .filter(|v| !v.is_empty())
+                .map(str::to_string),
         }
+    }
+
+    /// The version of terraform that made the plan, as the plan says.
+    pub fn terraform_version(&self) -> Option<&str> {
+        self.terraform_version.as_deref()
     }
 
     /// How many changes are still open.
@@ -142,18 +152,12 @@ fn planned_of(plan: &Value, rc: &Value) -> Option<Planned> {
     let name = rc["name"].as_str()?.to_string();
     let module = rc["module_address"].as_str().map(str::to_string);
     let provider = rc["provider_name"].as_str()?.to_string();
-    let (index_key, each, key) = match &rc["index"] {
-        Value::Number(n) => (
-            Value::Number(n.clone()),
-            Some("list".to_string()),
-            IndexKey::Int(n.as_i64()?),
-        ),
-        Value::String(s) => (
-            Value::String(s.clone()),
-            Some("map".to_string()),
-            IndexKey::Str(s.clone()),
-        ),
-        _ => (Value::Null, None, IndexKey::None),
+    // No `each`: terraform (since 0.13) and OpenTofu never write it in a state's resources,
+    // so a record with it would differ from terraform's own save of the same instance.
+    let (index_key, key) = match &rc["index"] {
+        Value::Number(n) => (Value::Number(n.clone()), IndexKey::Int(n.as_i64()?)),
+        Value::String(s) => (Value::String(s.clone()), IndexKey::Str(s.clone())),
+        _ => (Value::Null, IndexKey::None),
     };
     let expected = instance_address(module.as_deref(), "managed", &type_name, &name, &key, None);
     if expected != address {
@@ -173,7 +177,7 @@ fn planned_of(plan: &Value, rc: &Value) -> Option<Planned> {
             mode: "managed".into(),
             type_name,
             name,
-            each,
+            each: None,
             provider: provider_config,
         },
         index_key,
@@ -384,8 +388,8 @@ mod tests {
             .take(p, "t_thing", &Value::Null, &json!({"name": "b"}))
             .unwrap();
         assert_eq!(
-            (b.address.as_str(), b.meta.each.as_deref()),
-            ("t_thing.b[0]", Some("list"))
+            (b.address.as_str(), b.meta.each.as_deref(), &b.index_key),
+            ("t_thing.b[0]", None, &json!(0))
         );
         // An update by its prior state, numbers by value.
         let c = ledger

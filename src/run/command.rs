@@ -294,6 +294,18 @@ impl ApplySplit {
         args
     }
 
+    /// `terraform import` of `address` as `id`, with the plan's variables (binding a marked object).
+    pub fn import_args(&self, address: &str, id: &str) -> Vec<String> {
+        let mut args = vec!["import".to_string(), "-input=false".to_string()];
+        if self.no_color {
+            args.push("-no-color".into());
+        }
+        args.extend(self.vars.iter().map(VarArg::to_arg));
+        args.push(address.to_string());
+        args.push(id.to_string());
+        args
+    }
+
     /// The flags of the plan that reconciles outputs: the same variables, from the records as they are, nothing replaced or targeted.
     pub fn reconcile_flags(&self) -> Vec<String> {
         let mut args = vec!["-refresh=false".to_string()];

@@ -74,3 +74,5 @@ pub const EXIT_CONFLICT: i32 = 4;
 pub const EXIT_IN_FLIGHT: i32 = 5;
 /// Exit status when the state terraform could not save was not written either: it is in a recovery file.
 pub const EXIT_UNWRITTEN: i32 = 6;
+/// Exit status when two or more live objects carry one planned create's markers (or one cannot be bound): nothing was created.
+pub const EXIT_COLLISION: i32 = 7;

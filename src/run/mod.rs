@@ -7,6 +7,7 @@
 
 mod approve;
 mod args;
+mod bind;
 mod claiming;
 mod claims;
 mod command;
@@ -30,6 +31,7 @@ use crate::cut::{Mechanism, StockLock, cut};
 use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
 use crate::engine::session::RunInfo;
+use crate::frontdoor::provider::marking::Marking;
 use crate::store;
 pub use args::{DEFAULT_FLUSH_TIMEOUT, DEFAULT_RUN_HEARTBEAT, DoorSwitch, RunArgs};
 use claims::Heartbeat;
@@ -100,7 +102,13 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         tf: Terraform {
             program: program.clone(),
             global: cmd.global.clone(),
-            door: door.then(|| terraform::DoorCell::new(root.clone())),
+            door: door.then(|| {
+                let marking =
+                    (config.live_markers || cut(Mechanism::MarkersOff)).then(|| Marking {
+                        estate: config.estate.as_str().to_string(),
+                    });
+                terraform::DoorCell::new(root.clone(), marking)
+            }),
         },
         layout: Layout::new(config.estate.clone()),
         guard: store::guard_for(&config.store),

@@ -10,6 +10,7 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 
 use super::approve::{self, Answer};
+use super::bind::{self, Checked};
 use super::claiming::{self, Claimed, WaitBudget};
 use super::command::{self, ApplySplit};
 use super::context::{Attempt, Ctx};
@@ -32,7 +33,7 @@ const MAX_REPLANS: usize = 3;
 enum Step {
     /// End the run with this status (what stopped it was said).
     Exit(i32),
-    /// The claims in the way were released while this run waited: plan (or claim) again.
+    /// The claims in the way were released while this run waited, or marked objects were bound: plan (or claim) again.
     Again,
     /// One of the plan's own changes moved before the claim: nothing was applied.
     Moved(PlanMovedError),
@@ -71,6 +72,8 @@ struct Apply<'a> {
     budget: &'a mut WaitBudget,
     /// How terraform's output reaches the user (a destroy's closing line in `destroy`'s words).
     stdout: Stdout,
+    /// The split command, when the plan is `run`'s own (then marked objects of its creates are bound, and it plans again).
+    bind: Option<&'a ApplySplit>,
 }
 
 /// Claim the plan's changes for `attempt`, check that none of its keys moved since its stamp, apply it; then write what terraform could not save (see [`flush`]), with the claims still held.
@@ -88,9 +91,20 @@ async fn claim_and_apply(
         Claimed::Released => return Ok(Step::Again),
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
     }
+    if let Some(split) = apply.bind {
+        match bind::check(ctx, attempt, apply.plan, split).await? {
+            Checked::Clear => {}
+            Checked::Bound => return Ok(Step::Again),
+            Checked::Refused(code) => return Ok(Step::Exit(code)),
+        }
+    }
     let door = ctx.tf.door();
     if let Some(door) = door {
-        door.record_returns(Some(Recorder::new(attempt.backend().clone(), apply.plan)));
+        door.record_returns(Some(Recorder::new(
+            attempt.backend().clone(),
+            apply.plan,
+            door.marking().cloned(),
+        )));
     }
     let applied = steps::apply_pinned_with(
         ctx,
@@ -216,6 +230,7 @@ async fn plan_and_apply(
         args: &args,
         budget,
         stdout: summary::terraform_stdout(split.kind),
+        bind: Some(split),
     };
     claim_and_apply(ctx, attempt, apply, reconcile).await
 }
@@ -246,6 +261,7 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
             budget: &mut budget,
             // `apply FILE` keeps terraform's words, a destroy plan's among them.
             stdout: Stdout::Inherit,
+            bind: None,
         };
         let reconcile = Reconcile::for_saved_plan(split, &json);
         let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;

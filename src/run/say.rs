@@ -170,6 +170,46 @@ pub fn marked_object(arn: &str, address: &str, estate: impl Display) {
     ));
 }
 
+/// A planned create's markers are on one live object: it is imported instead of created.
+pub fn binding(address: &str, arn: &str, id: &str) {
+    line(format_args!(
+        "bound {address} to the live object {arn} that carries its markers (imported as {id}): the plan updates it instead of creating another"
+    ));
+}
+
+/// The import that binds a marked object failed.
+pub fn bind_failed(address: &str) {
+    line(format_args!(
+        "could not import the marked object of {address} (terraform said why above); nothing was created"
+    ));
+}
+
+/// A marked object whose import ID is not known: nothing is created.
+pub fn cannot_bind(address: &str, arn: &str) {
+    line(format_args!(
+        "MarkedObjectNotBound: {arn} carries the markers of {address}, but its type has no import ID rule; import it by hand (terraform import {address} ID) or remove it. Nothing was created"
+    ));
+}
+
+/// Two or more live objects carry one create's markers.
+pub fn collision(e: &crate::cloud::aws::markers::CollisionError) {
+    line(e);
+}
+
+/// A provider configuration points at custom endpoints but none for the Tagging API: its markers are not listed.
+pub fn no_tagging_endpoint(provider: &str) {
+    warning(format_args!(
+        "{provider}: its configuration sets custom endpoints but none for resourcegroupstaggingapi, so no live markers were listed with it (add endpoints {{ resourcegroupstaggingapi = ... }} to have them listed)"
+    ));
+}
+
+/// No provider configuration was seen to list markers with.
+pub fn no_collision_check(creates: usize) {
+    warning(format_args!(
+        "no AWS provider configuration reached the provider door, so the markers of {creates} planned create(s) were not listed before creating them"
+    ));
+}
+
 /// Listing a taken-over change's markers failed.
 pub fn marker_listing_failed(address: &str, e: impl Display) {
     warning(format_args!("listing the markers of {address} failed: {e}"));
@@ -524,9 +564,14 @@ pub fn provider_door_off() {
     );
 }
 
-/// terraform died of a signal `run` did not send: what the summary below then means.
-pub fn terraform_killed(program: &str, signal: &str) {
+/// terraform died of a signal `run` did not send: what the summary below then means (`door`: the provider door was open).
+pub fn terraform_killed(program: &str, signal: &str, door: bool) {
+    let kept = if door {
+        "what it saved before it died, and each resource whose provider call had returned (recorded by the provider door), is recorded"
+    } else {
+        "only what it saved before it died is recorded"
+    };
     warning(format!(
-        "{program} was killed ({signal}) before it finished; only what it saved before it died is recorded (named below, if anything)"
+        "{program} was killed ({signal}) before it finished; {kept} (named below, if anything)"
     ));
 }

@@ -3,6 +3,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::bind;
 use super::command::PlanKind;
 use super::context::Ctx;
 use super::error::{EXIT_UNWRITTEN, RunError};
@@ -42,6 +43,10 @@ pub fn unwritten_exit(flushed: &Flushed) -> Option<i32> {
 /// Print one line of what was written (with what the flush after terraform wrote), and every named conflict and error; the summary with the flush folded in.
 pub fn print(config: &LiveConfig, mut s: RunSummary, flushed: &Flushed) -> RunSummary {
     merge(&mut s, flushed);
+    // A record this run created (at a provider's return, or in an earlier save) and then
+    // completed is told once, as created.
+    let created = s.created.clone();
+    s.updated.retain(|a| !created.contains(a));
     let carried = match flushed {
         Flushed::Nothing => Carried::Nothing,
         Flushed::Landed(_) => Carried::Landed,
@@ -104,20 +109,27 @@ pub async fn stamp_plan(ctx: &Ctx, backend: &Backend, file: &Path) -> Result<(),
     Ok(())
 }
 
-/// After commands that plan, warn about marked live objects no record names (when markers are configured).
+/// After commands that plan, warn about marked live objects no record names: listed where the `markers "aws"` block says, else with each AWS configuration the provider door saw.
 pub async fn warn_unrecorded_after(ctx: &Ctx, backend: &Backend) {
-    if let Some(listing) = &ctx.config.markers
-        && matches!(
-            ctx.cmd.sub(),
-            Some("plan" | "apply" | "refresh" | "destroy" | "import")
-        )
-    {
-        warn_unrecorded(&ctx.config, &listing.provider_json(), backend).await;
+    if !matches!(
+        ctx.cmd.sub(),
+        Some("plan" | "apply" | "refresh" | "destroy" | "import")
+    ) {
+        return;
     }
-}
-
-/// Warn, without deleting, about live objects carrying this estate's marker that no record names.
-async fn warn_unrecorded(config: &LiveConfig, provider: &serde_json::Value, backend: &Backend) {
+    let providers: Vec<serde_json::Value> = match &ctx.config.markers {
+        Some(listing) => vec![listing.provider_json()],
+        None => ctx
+            .tf
+            .door()
+            .filter(|d| d.marking().is_some())
+            .map(bind::listing_configs)
+            .unwrap_or_default(),
+    };
+    if providers.is_empty() {
+        return;
+    }
+    // The estate is read once, whatever the number of configurations listed.
     let session = backend.session();
     if let Err(e) = session.refresh().await {
         say::no_records_for_markers(e);
@@ -132,6 +144,19 @@ async fn warn_unrecorded(config: &LiveConfig, provider: &serde_json::Value, back
             types.insert(meta.type_name.clone());
         }
     }
+    let types: Vec<String> = types.into_iter().collect();
+    for provider in &providers {
+        warn_unrecorded(&ctx.config, provider, &recorded, &types).await;
+    }
+}
+
+/// Warn, without deleting, about live objects carrying this estate's marker that none of `recorded` names.
+async fn warn_unrecorded(
+    config: &LiveConfig,
+    provider: &serde_json::Value,
+    recorded: &[String],
+    types: &[String],
+) {
     let lister = match AwsLister::from_json(provider).await {
         Ok(l) => l,
         Err(e) => {
@@ -139,9 +164,8 @@ async fn warn_unrecorded(config: &LiveConfig, provider: &serde_json::Value, back
             return;
         }
     };
-    let types: Vec<String> = types.into_iter().collect();
     match lister
-        .list_unrecorded(config.estate.as_str(), &recorded, &types)
+        .list_unrecorded(config.estate.as_str(), recorded, types)
         .await
     {
         Ok(objects) => {

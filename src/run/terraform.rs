@@ -12,6 +12,7 @@ use super::error::RunError;
 use super::signals::{Caught, Signals};
 use crate::frontdoor::http::Server;
 use crate::frontdoor::provider::launch::die_with_parent;
+use crate::frontdoor::provider::marking::Marking;
 use crate::frontdoor::provider::{Door, DoorError};
 
 /// Point terraform's `backend "http"` at this run's server, with the run's credentials.
@@ -25,20 +26,24 @@ const DOOR_COMMANDS: &[&str] = &["plan", "apply", "destroy", "refresh", "import"
 /// The provider door of one run, opened by the first command that calls providers and kept to the end.
 pub struct DoorCell {
     root: PathBuf,
+    marking: Option<Marking>,
     door: tokio::sync::OnceCell<Door>,
 }
 
 impl DoorCell {
-    /// A door for the root at `root`, not yet open.
-    pub fn new(root: PathBuf) -> Arc<DoorCell> {
+    /// A door for the root at `root`, not yet open; with `marking`, it handles that estate's live markers.
+    pub fn new(root: PathBuf, marking: Option<Marking>) -> Arc<DoorCell> {
         Arc::new(DoorCell {
             root,
+            marking,
             door: tokio::sync::OnceCell::new(),
         })
     }
 
     async fn open(&self) -> Result<&Door, DoorError> {
-        self.door.get_or_try_init(|| Door::open(&self.root)).await
+        self.door
+            .get_or_try_init(|| Door::open(&self.root, self.marking.clone()))
+            .await
     }
 }
 
@@ -164,7 +169,7 @@ impl Terraform {
                     use std::os::unix::process::ExitStatusExt;
                     if let Some(signal) = status.signal() {
                         let name = Signal::try_from(signal).map_or_else(|_| signal.to_string(), |s| s.as_str().to_string());
-                        super::say::terraform_killed(&self.program, &name);
+                        super::say::terraform_killed(&self.program, &name, self.door().is_some());
                     }
                     return Ok(status);
                 }

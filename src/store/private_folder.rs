@@ -4,17 +4,24 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use nix::sys::signal::kill;
+
+use crate::cut::{Mechanism, cut};
 use nix::unistd::Pid;
 
 /// A fresh folder in the system's temporary folder that only this user opens, removed when dropped.
 ///
 /// Its name is `PREFIX<pid>-…`; folders of this user and prefix whose process is gone are removed.
 pub fn create(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let mode = if cut(Mechanism::PrivateFiles) {
+        0o755
+    } else {
+        0o700
+    };
     let dir = tempfile::Builder::new()
         .prefix(&format!("{prefix}{}-", std::process::id()))
-        .permissions(std::fs::Permissions::from_mode(0o700))
+        .permissions(std::fs::Permissions::from_mode(mode))
         .tempdir()?;
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(mode))?;
     if let Ok(meta) = std::fs::metadata(dir.path()) {
         sweep_dead(prefix, meta.uid());
     }

@@ -15,6 +15,16 @@ pub const VERSION: &str = "0.1.0";
 /// The real hashicorp/aws provider's filesystem mirror on these machines.
 pub const AWS_MIRROR: &str = "/opt/tf-plugins";
 
+/// The cargo profile [`bin`] builds with when the test binary sits in `target/release`, which
+/// both `release` and `bench` (Cargo.toml's, which the bench binary is built in) write to.
+static RELEASE_FOLDER_PROFILE: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Build the provider in cargo profile `profile` when the test binary sits in `target/release`
+/// (the bench binary: `bench`, so the build reuses its dependencies); call before [`bin`].
+pub fn release_folder_profile(profile: &'static str) {
+    let _ = RELEASE_FOLDER_PROFILE.set(profile);
+}
+
 /// The built `terraform-provider-cdftest`: cargo builds it (once per test process) in the
 /// profile folder beside the test binary's `deps/`, as `cargo build` does for the workspace.
 pub fn bin() -> &'static Path {
@@ -36,9 +46,14 @@ pub fn bin() -> &'static Path {
             .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
         match profile.file_name().and_then(|n| n.to_str()) {
             Some("debug") => {}
-            Some("release") => {
-                cargo.arg("--release");
-            }
+            Some("release") => match RELEASE_FOLDER_PROFILE.get() {
+                Some(profile) => {
+                    cargo.args(["--profile", profile]);
+                }
+                None => {
+                    cargo.arg("--release");
+                }
+            },
             Some(other) => {
                 cargo.args(["--profile", other]);
             }

@@ -112,6 +112,20 @@ impl Root {
         self.dir.path()
     }
 
+    /// The record of `address` as `records show` prints it; none when the estate has no such record.
+    pub fn record_at(&self, address: &str) -> Option<serde_json::Value> {
+        let out = self.cli(&["records", "show", address]).output().unwrap();
+        if !out.status.success() {
+            return None;
+        }
+        let body: String = text(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        Some(serde_json::from_str(&body).unwrap())
+    }
+
     /// `choudoufu-live <args>` in the root.
     pub fn cli(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin());
@@ -192,41 +206,14 @@ impl Root {
 
     /// The stored `input` value of `terraform_data.<name>`, or None when it has no record.
     pub fn stored_input(&self, name: &str) -> Option<String> {
-        let out = self
-            .cli(&["records", "show", &format!("terraform_data.{name}")])
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            return None;
-        }
-        let body = text(&out.stdout);
-        let json: String = body
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-        v["instance"]["attributes"]["input"]["value"]
+        self.record(name)?["instance"]["attributes"]["input"]["value"]
             .as_str()
             .map(str::to_string)
     }
 
     /// The stored record of `terraform_data.<name>` as JSON.
     pub fn record(&self, name: &str) -> Option<serde_json::Value> {
-        let out = self
-            .cli(&["records", "show", &format!("terraform_data.{name}")])
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            return None;
-        }
-        let body = text(&out.stdout);
-        let json: String = body
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .collect::<Vec<_>>()
-            .join("\n");
-        Some(serde_json::from_str(&json).unwrap())
+        self.record_at(&format!("terraform_data.{name}"))
     }
 }
 

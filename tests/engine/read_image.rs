@@ -521,6 +521,7 @@ async fn an_image_older_than_the_logs_trust_falls_back_to_the_full_listing(kind:
             address: "terraform_data.r5".into(),
             meta,
             instance,
+            terraform_version: None,
         })
         .await
         .unwrap();
@@ -588,6 +589,7 @@ async fn readers_racing_writers_miss_no_write(kind: Kind) {
                     address: address.clone(),
                     meta: meta.clone(),
                     instance: instance.clone(),
+                    terraform_version: None,
                 })
                 .await
                 .unwrap();
@@ -599,6 +601,7 @@ async fn readers_racing_writers_miss_no_write(kind: Kind) {
                         address: new,
                         meta,
                         instance: made,
+                        terraform_version: None,
                     })
                     .await
                     .unwrap();

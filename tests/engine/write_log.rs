@@ -236,6 +236,7 @@ async fn every_record_write_logs_first(kind: Kind) {
         address: "terraform_data.r1".into(),
         meta,
         instance,
+        terraform_version: None,
     })
     .await
     .unwrap();

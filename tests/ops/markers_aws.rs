@@ -111,7 +111,7 @@ async fn library_binds_one_refuses_two_and_names_the_unrecorded() {
     assert_eq!(buckets(&bucket).await, vec![bucket.clone()]);
     // A type with no filter: one listing with no type filter still finds it.
     let all = lister
-        .list_unrecorded(&estate, &[], &["aws_iam_role".to_string()])
+        .list_unrecorded(&estate, &[], &["aws_ssm_parameter".to_string()])
         .await
         .unwrap();
     assert_eq!(all.len(), 3, "{all:?}");

@@ -21,8 +21,15 @@ const AWS_BINARY: &str =
     "registry.terraform.io/hashicorp/aws/5.100.0/linux_amd64/terraform-provider-aws_v5.100.0_x5";
 const PUT: &str = "AmazonSSM.PutParameter";
 const ADDRESS: &str = "aws_ssm_parameter.p[0]";
-/// Rounds of each race: the terraform_data versions race many more; the AWS provider is heavy.
-const ROUNDS: usize = 3;
+/// Rounds of each race: one in `make test` (the gated proxy makes each round's overlap certain,
+/// and the terraform_data versions race many rounds); `CHOUDOUFU_AWS_RACE_ROUNDS` asks for more
+/// (`make reliability`: 3). The AWS provider is heavy: each round starts it about six times.
+fn rounds() -> usize {
+    std::env::var("CHOUDOUFU_AWS_RACE_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
 
 /// moto's host:port; a loud failure outside `scripts/with-moto`.
 fn moto() -> String {
@@ -119,14 +126,7 @@ fn cloud_value(rt: &tokio::runtime::Runtime, name: &str) -> Option<String> {
 
 /// The record of the parameter, as `records show` prints it.
 fn record(root: &Root) -> serde_json::Value {
-    let out = root.cli(&["records", "show", ADDRESS]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let body: String = text(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    serde_json::from_str(&body).unwrap()
+    root.record_at(ADDRESS).expect("the parameter has a record")
 }
 
 fn recorded_value(root: &Root) -> String {
@@ -222,11 +222,12 @@ impl Watched {
 fn held_run(
     rt: &tokio::runtime::Runtime,
     root: &Root,
+    opts: &[&str],
     prefix: &str,
     value: &str,
 ) -> (Watched, Proxy) {
     let gated = rt.block_on(latency_proxy::start_gated(moto(), &[PUT]));
-    let mut a = Watched::start(root, &[], &apply(&gated.endpoint, prefix, value));
+    let mut a = Watched::start(root, opts, &apply(&gated.endpoint, prefix, value));
     a.wait_until("its PutParameter", |_| gated.arrived(PUT) == 1);
     (a, gated)
 }
@@ -240,9 +241,9 @@ fn a_second_apply_of_one_aws_parameter_is_refused_by_name_and_calls_nothing_whil
     let name = format!("/{prefix}/p0");
     let root = aws_root("door-race", &Records::Local);
     let counted = rt.block_on(latency_proxy::start(moto(), Duration::ZERO));
-    for round in 0..ROUNDS {
+    for round in 0..rounds() {
         let (a_value, b_value) = (format!("a{round}"), format!("b{round}"));
-        let (a, gated) = held_run(&rt, &root, &prefix, &a_value);
+        let (a, gated) = held_run(&rt, &root, &[], &prefix, &a_value);
         // B, while A's PutParameter is held: refused by name, with no call that changes the cloud.
         let b = root.run(&strs(&apply(&counted.endpoint, &prefix, &b_value)));
         let err = text(&b.stderr);
@@ -310,9 +311,9 @@ fn a_waiting_apply_of_one_aws_parameter_calls_nothing_while_the_first_holds_it_t
     let root = aws_root("door-wait", &records);
     let counted = rt.block_on(latency_proxy::start(moto(), Duration::ZERO));
     let mut runs_in_order = Vec::new();
-    for round in 0..ROUNDS {
+    for round in 0..rounds() {
         let (a_value, b_value) = (format!("a{round}"), format!("b{round}"));
-        let (a, gated) = held_run(&rt, &root, &prefix, &a_value);
+        let (a, gated) = held_run(&rt, &root, &[], &prefix, &a_value);
         let mut b = Watched::start(
             &root,
             &["--wait=4m"],
@@ -400,7 +401,8 @@ fn a_waiting_apply_takes_over_a_killed_runs_aws_parameter_and_lands_alone() {
     root.ok(&strs(&apply(&counted.endpoint, &prefix, "v0")));
     counted.take();
     // A updates the parameter, and holds it with its PutParameter in flight; B waits for it.
-    let (a, gated) = held_run(&rt, &root, &prefix, "dead");
+    // A beats every 2 s, so its claim is taken over 6 s after the kill rather than 30.
+    let (a, gated) = held_run(&rt, &root, &["--heartbeat=2s"], &prefix, "dead");
     let mut b = Watched::start(
         &root,
         &["--wait=90s"],

@@ -1,6 +1,7 @@
 //! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations, the terraform shim.
 
 mod door;
+mod door_markers;
 mod door_races;
 mod door_records;
 mod migrate;

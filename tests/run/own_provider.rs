@@ -218,21 +218,6 @@ fn run(root: &Root, cdf: &Cdftest, args: &[&str]) -> Output {
     c.output().unwrap()
 }
 
-fn record(root: &Root, cdf: &Cdftest, address: &str) -> Option<serde_json::Value> {
-    let mut c = root.cli(&["records", "show", address]);
-    cdf.env(&mut c);
-    let out = c.output().unwrap();
-    if !out.status.success() {
-        return None;
-    }
-    let body: String = text(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    Some(serde_json::from_str(&body).unwrap())
-}
-
 /// The same provider through `run` on a live root (local store): each thing has its record, the
 /// sleep is honoured, a told-to-fail apply exits 1 with terraform's error and keeps the record.
 #[test]
@@ -266,7 +251,9 @@ fn through_run_on_a_live_root() {
         ("cdftest_thing.a", &objects[0]),
         ("cdftest_thing.b", &objects[1]),
     ] {
-        let rec = record(&root, &cdf, address).unwrap_or_else(|| panic!("no record of {address}"));
+        let rec = root
+            .record_at(address)
+            .unwrap_or_else(|| panic!("no record of {address}"));
         assert_eq!(
             rec["instance"]["attributes"]["id"], object["id"],
             "{address}"
@@ -306,7 +293,7 @@ fn through_run_on_a_live_root() {
     let said = text(&out.stderr);
     assert!(said.contains("cdftest_thing told to fail"), "{said}");
     assert_eq!(applies(&cdf.calls(), before), 1);
-    let rec = record(&root, &cdf, "cdftest_thing.b").unwrap();
+    let rec = root.record_at("cdftest_thing.b").unwrap();
     assert!(
         rec["instance"]["attributes"]["value"]
             .as_str()
@@ -320,7 +307,7 @@ fn through_run_on_a_live_root() {
         "run destroy",
     );
     assert!(cdf.objects().is_empty());
-    assert!(record(&root, &cdf, "cdftest_thing.a").is_none());
+    assert!(root.record_at("cdftest_thing.a").is_none());
 }
 
 /// An interrupted terraform sends StopProvider: the sleeping apply is cut short (logged

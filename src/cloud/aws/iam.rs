@@ -76,6 +76,19 @@ pub const CREATE_ACTIONS: &[&str] = &[
     "lambda:CreateFunction",
 ];
 
+/// Tagging calls the live markers need: each marked type's own tag calls (the create's tags, read back on refresh).
+///
+/// S3 buckets are left out, as every S3 action is: the policy grants S3 only on the record bucket.
+pub const MARKER_TAGGING_ACTIONS: &[&str] = &[
+    "ssm:AddTagsToResource",
+    "ssm:ListTagsForResource",
+    "iam:TagRole",
+    "iam:ListRoleTags",
+];
+
+/// The listing `run` makes before a create and after a plan: the Tagging API's, which takes no resource or tag condition.
+pub const MARKER_LISTING_ACTIONS: &[&str] = &["tag:GetResources"];
+
 /// Read-only calls a plan's refresh makes (AWS evaluates no resource tag for these).
 pub const READ_ACTIONS: &[&str] = &[
     "ec2:Describe*",
@@ -168,6 +181,21 @@ pub fn policy(estate: &EstateName, bucket: &str, region: Option<&str>) -> Value 
             })),
         }),
     ];
+    statements.push(json!({
+        "Sid": "LiveMarkerTagging",
+        "Effect": "Allow",
+        "Action": MARKER_TAGGING_ACTIONS,
+        "Resource": "*",
+        "Condition": with_region(json!({
+            "StringEquals": {format!("aws:ResourceTag/{ESTATE_TAG}"): estate.as_str()},
+        })),
+    }));
+    statements.push(json!({
+        "Sid": "LiveMarkerListing",
+        "Effect": "Allow",
+        "Action": MARKER_LISTING_ACTIONS,
+        "Resource": "*",
+    }));
     let reads = match region {
         Some(r) => json!({
             "Sid": "PlanReads",

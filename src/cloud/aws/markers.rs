@@ -12,8 +12,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use aws_sdk_iam::error::DisplayErrorContext as IamErrorContext;
 use aws_sdk_resourcegroupstagging::Client;
-use aws_sdk_resourcegroupstagging::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_resourcegroupstagging::config::{
+    BehaviorVersion, Credentials, Region, SharedCredentialsProvider,
+};
 use aws_sdk_resourcegroupstagging::error::DisplayErrorContext;
 use aws_sdk_resourcegroupstagging::types::TagFilter;
 use serde_json::Value;
@@ -55,6 +58,9 @@ pub const TYPE_FILTERS: &[(&str, &str)] = &[
     ("aws_dynamodb_table", "dynamodb:table"),
     ("aws_lambda_function", "lambda:function"),
 ];
+
+/// The terraform type listed by IAM itself, not by the Tagging API.
+pub const IAM_ROLE: &str = "aws_iam_role";
 
 /// The Tagging API resource type for a terraform resource type, when the table has one.
 pub fn type_filter(resource_type: &str) -> Option<&'static str> {
@@ -113,6 +119,8 @@ pub struct AwsProviderConfig {
     pub tagging_endpoint: Option<String>,
     /// `endpoints { sqs = ... }`, else the generic `endpoint_url`: for SQS queue URLs.
     pub sqs_endpoint: Option<String>,
+    /// `endpoints { iam = ... }`, else the generic `endpoint_url`: for IAM roles, which the Tagging API does not list.
+    pub iam_endpoint: Option<String>,
     /// `access_key`, `secret_key`, `token`, when the configuration sets them.
     pub static_credentials: Option<(String, String, Option<String>)>,
     /// `profile`, for the credentials chain.
@@ -162,7 +170,8 @@ impl AwsProviderConfig {
         let generic = text(obj.get("endpoint_url"));
         let tagging_endpoint = endpoint(&["resourcegroupstaggingapi", "resourcegroupstagging"])
             .or_else(|| generic.clone());
-        let sqs_endpoint = endpoint(&["sqs"]).or(generic);
+        let sqs_endpoint = endpoint(&["sqs"]).or_else(|| generic.clone());
+        let iam_endpoint = endpoint(&["iam"]).or(generic);
         let static_credentials = match (text(obj.get("access_key")), text(obj.get("secret_key"))) {
             (Some(a), Some(s)) => Some((a, s, text(obj.get("token")))),
             _ => None,
@@ -171,6 +180,7 @@ impl AwsProviderConfig {
             region,
             tagging_endpoint,
             sqs_endpoint,
+            iam_endpoint,
             static_credentials,
             profile: text(obj.get("profile")),
         })
@@ -199,6 +209,7 @@ impl LiveObject {
 #[derive(Clone, Debug)]
 pub struct AwsLister {
     client: Client,
+    iam: aws_sdk_iam::Client,
     config: AwsProviderConfig,
 }
 
@@ -215,11 +226,8 @@ impl AwsLister {
     /// else the standard credentials chain (the chain is never asked for a region or endpoint).
     pub async fn new(config: AwsProviderConfig) -> Self {
         let region = Region::new(config.region.clone());
-        let mut b = aws_sdk_resourcegroupstagging::Config::builder()
-            .behavior_version(BehaviorVersion::latest())
-            .region(region.clone());
-        b = match &config.static_credentials {
-            Some((access, secret, token)) => b.credentials_provider(Credentials::new(
+        let credentials = match &config.static_credentials {
+            Some((access, secret, token)) => SharedCredentialsProvider::new(Credentials::new(
                 access,
                 secret,
                 token.clone(),
@@ -229,18 +237,31 @@ impl AwsLister {
             None => {
                 let mut chain =
                     aws_config::default_provider::credentials::DefaultCredentialsChain::builder()
-                        .region(region);
+                        .region(region.clone());
                 if let Some(p) = &config.profile {
                     chain = chain.profile_name(p);
                 }
-                b.credentials_provider(chain.build().await)
+                SharedCredentialsProvider::new(chain.build().await)
             }
         };
+        let mut b = aws_sdk_resourcegroupstagging::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(region.clone())
+            .credentials_provider(credentials.clone());
         if let Some(e) = &config.tagging_endpoint {
             b = b.endpoint_url(e);
         }
+        // IAM is global: its requests are signed for the configured region, as the provider's are.
+        let mut iam = aws_sdk_iam::Config::builder()
+            .behavior_version(aws_sdk_iam::config::BehaviorVersion::latest())
+            .region(aws_sdk_iam::config::Region::new(config.region.clone()))
+            .credentials_provider(credentials);
+        if let Some(e) = &config.iam_endpoint {
+            iam = iam.endpoint_url(e);
+        }
         AwsLister {
             client: Client::from_conf(b.build()),
+            iam: aws_sdk_iam::Client::from_conf(iam.build()),
             config,
         }
     }
@@ -332,6 +353,18 @@ impl AwsLister {
         match *service {
             "s3" if !resource.contains('/') => Some(resource.to_string()),
             "ec2" => resource.rsplit_once('/').map(|(_, id)| id.to_string()),
+            // A role's name is the last part of `role/PATH/NAME`.
+            "iam" if resource.starts_with("role/") => {
+                resource.rsplit_once('/').map(|(_, name)| name.to_string())
+            }
+            // A parameter with a hierarchy is named `/a/b`; its ARN drops the leading slash.
+            "ssm" => resource.strip_prefix("parameter/").map(|name| {
+                if name.contains('/') {
+                    format!("/{name}")
+                } else {
+                    name.to_string()
+                }
+            }),
             "sqs" => {
                 let base = self
                     .config
@@ -347,6 +380,66 @@ impl AwsLister {
         }
     }
 
+    /// Every IAM role whose tags hold each `(key, value)` of `tags`: `iam:ListRoles`, then `iam:ListRoleTags` of each role (the Tagging API lists no IAM object).
+    pub async fn roles(&self, tags: &[(&str, &str)]) -> Result<Vec<LiveObject>, ListingError> {
+        let mut out = Vec::new();
+        if cut(Mechanism::Listing) {
+            return Ok(out);
+        }
+        let failed = |e: String| ListingError::Api {
+            endpoint: self
+                .config
+                .iam_endpoint
+                .clone()
+                .unwrap_or_else(|| "the IAM endpoint".into()),
+            message: e,
+        };
+        let mut marker: Option<String> = None;
+        loop {
+            let mut req = self.iam.list_roles();
+            if let Some(m) = &marker {
+                req = req.marker(m);
+            }
+            let page = req
+                .send()
+                .await
+                .map_err(|e| failed(format!("iam:ListRoles: {}", IamErrorContext(&e))))?;
+            for role in page.roles() {
+                let listed = self
+                    .iam
+                    .list_role_tags()
+                    .role_name(role.role_name())
+                    .send()
+                    .await
+                    .map_err(|e| failed(format!("iam:ListRoleTags: {}", IamErrorContext(&e))))?;
+                let role_tags: BTreeMap<String, String> = listed
+                    .tags()
+                    .iter()
+                    .map(|t| (t.key().to_string(), t.value().to_string()))
+                    .collect();
+                if tags
+                    .iter()
+                    .all(|(k, v)| role_tags.get(*k).map(String::as_str) == Some(*v))
+                {
+                    out.push(LiveObject {
+                        arn: role.arn().to_string(),
+                        import_id: Some(role.role_name().to_string()),
+                        tags: role_tags,
+                    });
+                }
+            }
+            marker = page
+                .marker()
+                .filter(|m| page.is_truncated() && !m.is_empty())
+                .map(str::to_string);
+            if marker.is_none() {
+                break;
+            }
+        }
+        out.sort_by(|a, b| a.arn.cmp(&b.arn));
+        Ok(out)
+    }
+
     /// Every live object carrying the markers of `address` (type `resource_type`) in `estate`.
     pub async fn with_markers(
         &self,
@@ -356,6 +449,11 @@ impl AwsLister {
     ) -> Result<Vec<LiveObject>, ListingError> {
         let estate_v = Family::Aws.encode(estate);
         let address_v = Family::Aws.encode(instance_address(address));
+        if resource_type == IAM_ROLE {
+            return self
+                .roles(&[(ESTATE_TAG, &estate_v), (ADDRESS_TAG, &address_v)])
+                .await;
+        }
         self.list(
             &[(ESTATE_TAG, &estate_v), (ADDRESS_TAG, &address_v)],
             type_filter(resource_type),
@@ -406,6 +504,9 @@ impl AwsLister {
                 }
             }
             None => listed.extend(self.list(&[(ESTATE_TAG, &estate_v)], None).await?),
+        }
+        if resource_types.iter().any(|t| t == IAM_ROLE) {
+            listed.extend(self.roles(&[(ESTATE_TAG, &estate_v)]).await?);
         }
         listed.sort_by(|a, b| a.arn.cmp(&b.arn));
         listed.dedup_by(|a, b| a.arn == b.arn);

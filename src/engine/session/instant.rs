@@ -29,6 +29,8 @@ pub enum Instant {
         meta: ResourceMeta,
         /// The state instance object.
         instance: Value,
+        /// The version of terraform applying it (the plan's), stamped on the record as terraform's save would.
+        terraform_version: Option<String>,
     },
     /// The provider call removed the object.
     Delete {
@@ -75,34 +77,40 @@ impl Session {
                 address,
                 meta,
                 instance,
-            } => (address, Some((meta, instance))),
+                terraform_version,
+            } => (address, Some((meta, instance, terraform_version))),
             Instant::Delete { address } => (address, None),
         };
         let key = self.layout.resource_key(&address);
         let base = view.base.get(&key).cloned();
-        let Some((meta, instance)) = put else {
+        let Some((meta, instance, terraform_version)) = put else {
             let Some(base) = base else {
                 return Ok(Landed::Unchanged);
             };
             self.check_guard().await?;
+            // The log entry and the store call go out without the session's lock, so calls
+            // that return at once are written at once; no other writer of this run writes this
+            // instance meanwhile (terraform has not heard the answer yet).
+            drop(view);
             self.log.before_write(LogOp::Delete, &key).await?;
-            return Ok(match self.store.delete(&key, &base.version).await? {
-                WriteOutcome::Written(()) => {
-                    view.base.remove(&key);
-                    view.snapshot.records.remove(&key);
-                    Landed::Deleted
-                }
-                WriteOutcome::Conflict(c) if c.found.is_none() => {
-                    view.base.remove(&key);
-                    view.snapshot.records.remove(&key);
-                    Landed::Deleted
-                }
-                WriteOutcome::Conflict(c) => Landed::Refused(RecordConflict {
+            let outcome = self.store.delete(&key, &base.version).await?;
+            let mut view = self.view.lock().await;
+            let still = view.base.get(&key).map(|b| &b.version) == Some(&base.version);
+            return Ok(match outcome {
+                WriteOutcome::Conflict(c) if c.found.is_some() => Landed::Refused(RecordConflict {
                     address,
                     op: "delete",
                     expected: c.expected,
                     stored: c.found,
                 }),
+                // Deleted now, or already gone.
+                WriteOutcome::Written(()) | WriteOutcome::Conflict(_) => {
+                    if still {
+                        view.base.remove(&key);
+                        view.snapshot.records.remove(&key);
+                    }
+                    Landed::Deleted
+                }
             });
         };
         let mut record = Record {
@@ -116,7 +124,7 @@ impl Session {
             writer: Writer {
                 run_id: self.run.run_id.clone(),
                 written_at: now_rfc3339(),
-                terraform_version: None,
+                terraform_version,
                 restored_from: None,
                 log: None,
             },
@@ -140,15 +148,25 @@ impl Session {
             Precondition::Absent => LogOp::Create,
             Precondition::Matches(_) => LogOp::Update,
         };
+        // As for a delete: the log entry and the PUT go out without the session's lock.
+        drop(view);
         let entry = self.log.before_write(op, &key).await?;
         record.writer.log = Some(entry.name());
         let bytes = record.encode();
-        Ok(
-            match store::put_conditional(self.store.as_ref(), &key, &bytes, &precondition).await? {
-                WriteOutcome::Written(version) => {
-                    if let Some(cache) = &self.cache {
-                        cache.put(&key, &version, &bytes);
-                    }
+        let outcome =
+            store::put_conditional(self.store.as_ref(), &key, &bytes, &precondition).await?;
+        let mut view = self.view.lock().await;
+        Ok(match outcome {
+            WriteOutcome::Written(version) => {
+                if let Some(cache) = &self.cache {
+                    cache.put(&key, &version, &bytes);
+                }
+                // The base moves on only from the version this write was made against.
+                let expected = match &precondition {
+                    Precondition::Absent => None,
+                    Precondition::Matches(v) => Some(v),
+                };
+                if view.base.get(&key).map(|b| &b.version) == expected {
                     let entry = BaseEntry {
                         version,
                         digest,
@@ -156,18 +174,18 @@ impl Session {
                     };
                     view.base.insert(key.clone(), entry.base_ref());
                     view.snapshot.records.insert(key, entry);
-                    match precondition {
-                        Precondition::Absent => Landed::Created,
-                        Precondition::Matches(_) => Landed::Updated,
-                    }
                 }
-                WriteOutcome::Conflict(c) => Landed::Refused(RecordConflict {
-                    address,
-                    op: precondition.op(),
-                    expected: c.expected,
-                    stored: c.found,
-                }),
-            },
-        )
+                match precondition {
+                    Precondition::Absent => Landed::Created,
+                    Precondition::Matches(_) => Landed::Updated,
+                }
+            }
+            WriteOutcome::Conflict(c) => Landed::Refused(RecordConflict {
+                address,
+                op: precondition.op(),
+                expected: c.expected,
+                stored: c.found,
+            }),
+        })
     }
 }

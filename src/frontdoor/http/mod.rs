@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::cut::{Mechanism, cut};
-use crate::engine::session::{RecordConflict, Session, SessionError, WriteReport};
+use crate::engine::session::{Landed, RecordConflict, Session, SessionError, WriteReport};
 use crate::engine::state::MAX_STATE_BYTES;
 use crate::frontdoor::NO_LOCK;
 use crate::telemetry;
@@ -184,6 +184,22 @@ impl Backend {
     /// The session.
     pub fn session(&self) -> &Session {
         &self.session
+    }
+
+    /// Count one record the provider door wrote at a provider's return in the summary.
+    pub fn note_instant(&self, address: &str, landed: &Landed) {
+        self.note(|s| match landed {
+            Landed::Created => {
+                s.created.insert(address.to_string());
+            }
+            Landed::Updated => {
+                s.updated.insert(address.to_string());
+            }
+            Landed::Deleted => {
+                s.deleted.insert(address.to_string());
+            }
+            Landed::Unchanged | Landed::Refused(_) => {}
+        });
     }
 
     /// A copy of the summary so far.

@@ -10,6 +10,7 @@ use thiserror::Error;
 use super::client_tls::ClientIdentity;
 use super::launch::{LaunchError, Plugin};
 use super::lockfile::{self, LOCK_FILE, LockfileError, ProviderAddress};
+use super::marking::Marking;
 use super::proxy::{Proxied, Shared};
 use super::reattach::{self, REATTACH_ENV};
 use super::recorder::Recorder;
@@ -75,7 +76,9 @@ pub fn data_dir(root: &Path) -> PathBuf {
 
 impl Door {
     /// Check and start every provider of `root`'s lock file, each behind its own socket.
-    pub async fn open(root: &Path) -> Result<Door, DoorError> {
+    ///
+    /// With `marking`, each marked provider's configure call and creates carry the live markers ([`super::marking`]).
+    pub async fn open(root: &Path, marking: Option<Marking>) -> Result<Door, DoorError> {
         let locked = lockfile::read(&root.join(LOCK_FILE))?;
         let data = data_dir(root);
         let mut checks = Vec::new();
@@ -95,6 +98,8 @@ impl Door {
             sockets: folder.path().to_path_buf(),
             launches: AtomicUsize::new(0),
             recorder: std::sync::Mutex::new(None),
+            marking,
+            configs: std::sync::Mutex::new(Vec::new()),
         });
         let opening = packages.into_iter().map(|(l, package)| {
             Proxied::open(
@@ -145,6 +150,20 @@ impl Door {
         if let Ok(mut held) = self.shared.recorder.lock() {
             *held = recorder;
         }
+    }
+
+    /// The estate whose live markers the door handles, unless markers are off.
+    pub fn marking(&self) -> Option<&Marking> {
+        self.shared.marking.as_ref()
+    }
+
+    /// Every distinct configuration a marked provider was configured with so far (JSON, as `ConfigureProvider` carried it).
+    pub fn provider_configs(&self) -> Vec<(ProviderAddress, serde_json::Value)> {
+        self.shared
+            .configs
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default()
     }
 
     /// How many plugin processes the door has started.

@@ -14,11 +14,13 @@ pub mod door;
 pub mod dynamic;
 pub mod launch;
 pub mod lockfile;
+pub mod marking;
 pub mod proto;
 pub mod proxy;
 pub mod reattach;
 pub mod recorder;
 pub mod schema_cache;
+pub mod wire;
 
 pub use door::{Door, DoorError};
 pub use recorder::Recorder;

@@ -22,16 +22,20 @@ use hyper::body::{Bytes, Frame, Incoming};
 use hyper::client::conn::http2::SendRequest;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use prost::Message;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::cut::{Mechanism, cut};
 
 use super::client_tls::ClientIdentity;
+use super::dynamic;
 use super::launch::{LaunchError, Plugin, Upstream};
 use super::lockfile::ProviderAddress;
+use super::marking::{self, Marking};
+use super::proto::tfplugin5::configure_provider;
 use super::recorder::{Recorder, is_apply_call};
-use super::schema_cache::{Answer, SchemaCache, framed_message, is_schema_call};
+use super::schema_cache::{Answer, SchemaCache, frame, framed_message, is_schema_call};
 
 /// What every provider of one door shares.
 pub struct Shared {
@@ -43,6 +47,10 @@ pub struct Shared {
     pub launches: AtomicUsize,
     /// What records each apply call's return, while an apply runs.
     pub recorder: Mutex<Option<Arc<Recorder>>>,
+    /// The estate whose live markers the door handles, unless markers are off.
+    pub marking: Option<Marking>,
+    /// Every distinct configuration a marked provider was configured with (JSON; it may hold credentials, so it is never logged).
+    pub configs: Mutex<Vec<(ProviderAddress, serde_json::Value)>>,
 }
 
 impl Shared {
@@ -257,6 +265,12 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
             return Ok(unavailable(&format!("provider door: {e}")));
         }
     };
+    if CONFIGURE_PATHS.contains(&path.as_str())
+        && conn.shared.marking.is_some()
+        && marking::marks(&conn.plugin.address.to_string())
+    {
+        return Ok(configure_marked(&conn, live, req).await);
+    }
     if is_apply_call(&path)
         && let Some(recorder) = conn.shared.recorder()
     {
@@ -296,12 +310,20 @@ async fn apply_recorded(
     if cut(Mechanism::ReturnRecords) {
         return forward(live, req).await;
     }
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let request = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => return unavailable(&format!("provider door: the apply call broke off: {e}")),
     };
-    let req = Request::from_parts(parts, whole_body(request.clone(), None));
+    let outgoing = framed_message(&request).map(|m| recorder.called(&conn.plugin.address, m));
+    let sent = match outgoing.as_ref().and_then(|o| o.request.as_deref()) {
+        Some(marked) => {
+            parts.headers.remove(hyper::header::CONTENT_LENGTH);
+            frame(marked)
+        }
+        None => request.clone(),
+    };
+    let req = Request::from_parts(parts, whole_body(sent, None));
     let resp = forward_body(live, req).await;
     let (parts, body) = resp.into_parts();
     let collected = match body.collect().await {
@@ -311,29 +333,91 @@ async fn apply_recorded(
         }
     };
     let trailers = collected.trailers().cloned();
-    let answer = collected.to_bytes();
+    let mut answer = collected.to_bytes();
     let ok = trailers
         .as_ref()
         .and_then(|t| t.get("grpc-status"))
         .or_else(|| parts.headers.get("grpc-status"))
         .is_some_and(|v| v.as_bytes() == b"0");
-    match (ok, framed_message(&request), framed_message(&answer)) {
-        (true, Some(request), Some(message)) => {
-            recorder
-                .returned(
-                    &conn.plugin.address,
-                    &conn.provider.schema,
-                    request,
-                    message,
-                )
-                .await;
+    match (ok, outgoing, framed_message(&answer)) {
+        (true, Some(outgoing), Some(message)) => {
+            if let Some(changed) = recorder
+                .returned(&conn.provider.schema, outgoing, message)
+                .await
+            {
+                answer = frame(&changed);
+            }
         }
         (true, _, _) => {
             tracing::warn!(provider = %conn.plugin.address, "provider door: an apply call was not one plain message; terraform's own save records it");
         }
         (false, _, _) => {}
     }
+    let mut parts = parts;
+    parts.headers.remove(hyper::header::CONTENT_LENGTH);
     Response::from_parts(parts, whole_body(answer, trailers))
+}
+
+/// The gRPC paths of the configure call, in protocols 5 (`Configure`) and 6.
+const CONFIGURE_PATHS: &[&str] = &[
+    "/tfplugin5.Provider/Configure",
+    "/tfplugin6.Provider/ConfigureProvider",
+];
+
+/// The configure call's configuration field (tfplugin5 and 6 alike).
+const CONFIGURE_CONFIG: u32 = 2;
+
+/// Forward a marked provider's configure call with `tofu-` added to its `ignore_tags`, and keep its configuration for the marker listings.
+///
+/// A configuration the door cannot read goes on unchanged, and is said.
+async fn configure_marked(conn: &Conn, live: &Live, req: Request<Incoming>) -> Response<Body> {
+    let (mut parts, body) = req.into_parts();
+    let request = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return unavailable(&format!("provider door: the configure call broke off: {e}"));
+        }
+    };
+    let changed = framed_message(&request).and_then(|m| {
+        match configure_provider::Request::decode(m) {
+            Ok(call) => match dynamic::to_json(call.config.as_ref()) {
+                Ok(config) => keep_config(&conn.shared, &conn.plugin.address, config),
+                Err(e) => {
+                    tracing::warn!(provider = %conn.plugin.address, error = %e, "provider door: a provider configuration could not be read for the marker listings");
+                }
+            },
+            Err(e) => {
+                tracing::warn!(provider = %conn.plugin.address, error = %e, "provider door: a configure call could not be read for the marker listings");
+            }
+        }
+        if cut(Mechanism::CreateMarkers) {
+            return None;
+        }
+        match marking::rewrite_message(m, CONFIGURE_CONFIG, marking::ignore_markers) {
+            Ok(changed) => changed.map(|c| frame(&c)),
+            Err(e) => {
+                tracing::warn!(provider = %conn.plugin.address, error = %e, "provider door: ignore_tags could not be added; the live markers will show in its reads");
+                None
+            }
+        }
+    });
+    let sent = match changed {
+        Some(c) => {
+            parts.headers.remove(hyper::header::CONTENT_LENGTH);
+            c
+        }
+        None => request,
+    };
+    forward_body(live, Request::from_parts(parts, whole_body(sent, None))).await
+}
+
+/// Keep `config` among the provider's configurations, once.
+fn keep_config(shared: &Shared, provider: &ProviderAddress, config: serde_json::Value) {
+    if let Ok(mut configs) = shared.configs.lock()
+        && !configs.iter().any(|(p, c)| p == provider && *c == config)
+    {
+        configs.push((provider.clone(), config));
+    }
 }
 
 /// A body of `data`, then `trailers` if any.
@@ -376,11 +460,10 @@ async fn forward_body(live: &Live, mut req: Request<Body>) -> Response<Body> {
 
 /// A whole answer, sent again: its headers, its body, its trailers.
 fn whole(answer: &Answer) -> Response<Body> {
-    let frames = [
-        Ok::<_, BoxError>(Frame::data(answer.body.clone())),
-        Ok(Frame::trailers(answer.trailers.clone())),
-    ];
-    let mut resp = Response::new(StreamBody::new(futures::stream::iter(frames)).boxed());
+    let mut resp = Response::new(whole_body(
+        answer.body.clone(),
+        Some(answer.trailers.clone()),
+    ));
     *resp.headers_mut() = answer.headers.clone();
     resp
 }

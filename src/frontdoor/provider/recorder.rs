@@ -16,10 +16,12 @@ use serde_json::Value;
 
 use super::dynamic;
 use super::lockfile::ProviderAddress;
+use super::marking::{self, Marking};
 use super::proto::tfplugin5::apply_resource_change::{Request, Response};
 use super::proto::tfplugin5::diagnostic::Severity;
 use super::schema_cache::SchemaCache;
-use crate::engine::provider_return::{self, Action, Ledger};
+use crate::cut::{Mechanism, cut};
+use crate::engine::provider_return::{self, Action, Ledger, Planned};
 use crate::engine::session::{Instant, Landed};
 use crate::frontdoor::http::Backend;
 
@@ -29,23 +31,44 @@ const APPLY_PATHS: &[&str] = &[
     "/tfplugin6.Provider/ApplyResourceChange",
 ];
 
+/// The apply call's fields the door marks, and the answer's it strips (tfplugin5 and 6 number them alike).
+const PLANNED_STATE: u32 = 3;
+const CONFIG: u32 = 4;
+const NEW_STATE: u32 = 1;
+
 /// Whether `path` is the apply call.
 pub fn is_apply_call(path: &str) -> bool {
     APPLY_PATHS.contains(&path)
 }
 
-/// What one apply of a plan records at each provider return: the plan's open changes and the session to write in.
+/// What one apply of a plan records at each provider return: the plan's open changes, the session to write in, and the estate whose markers creates carry.
 pub struct Recorder {
     backend: Arc<Backend>,
     ledger: Ledger,
+    marking: Option<Marking>,
+}
+
+/// An apply call on its way to the provider: the change it is for, and whether the door marked it.
+pub struct Outgoing {
+    call: Option<Call>,
+    /// The request as the provider gets it, when the door changed it.
+    pub request: Option<Vec<u8>>,
+}
+
+/// One apply call the recorder read.
+struct Call {
+    type_name: String,
+    planned: Planned,
+    marked: bool,
 }
 
 impl Recorder {
-    /// A recorder for the plan `plan` (`show -json`), writing in `backend`'s session.
-    pub fn new(backend: Arc<Backend>, plan: &Value) -> Arc<Recorder> {
+    /// A recorder for the plan `plan` (`show -json`), writing in `backend`'s session; with `marking`, each create of a marked provider carries the markers.
+    pub fn new(backend: Arc<Backend>, plan: &Value, marking: Option<Marking>) -> Arc<Recorder> {
         Arc::new(Recorder {
             backend,
             ledger: Ledger::from_plan(plan),
+            marking,
         })
     }
 
@@ -54,31 +77,27 @@ impl Recorder {
         self.ledger.open()
     }
 
-    /// An apply call of `provider` returned: `request` and `answer` are its messages (unframed).
-    pub async fn returned(
-        &self,
-        provider: &ProviderAddress,
-        schema: &SchemaCache,
-        request: &[u8],
-        answer: &[u8],
-    ) {
-        let (req, resp) = match (Request::decode(request), Response::decode(answer)) {
-            (Ok(req), Ok(resp)) => (req, resp),
-            (Err(e), _) | (_, Err(e)) => {
+    /// An apply call of `provider` goes out (`request` unframed): find its planned change, and give a create its markers.
+    pub fn called(&self, provider: &ProviderAddress, request: &[u8]) -> Outgoing {
+        let none = Outgoing {
+            call: None,
+            request: None,
+        };
+        let req = match Request::decode(request) {
+            Ok(req) => req,
+            Err(e) => {
                 tracing::warn!(provider = %provider, error = %e, "provider door: an apply call could not be read; terraform's own save records it");
-                return;
+                return none;
             }
         };
-        let values = (
+        let (prior, planned) = match (
             dynamic::to_json(req.prior_state.as_ref()),
             dynamic::to_json(req.planned_state.as_ref()),
-            dynamic::to_json(resp.new_state.as_ref()),
-        );
-        let (prior, planned, new_state) = match values {
-            (Ok(p), Ok(q), Ok(n)) => (p, q, n),
-            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+        ) {
+            (Ok(p), Ok(q)) => (p, q),
+            (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(provider = %provider, type_name = %req.type_name, error = %e, "provider door: an apply call's values could not be read; terraform's own save records it");
-                return;
+                return none;
             }
         };
         let Some(planned) =
@@ -86,7 +105,93 @@ impl Recorder {
                 .take(&provider.to_string(), &req.type_name, &prior, &planned)
         else {
             tracing::warn!(provider = %provider, type_name = %req.type_name, "provider door: an apply call fits no planned change; terraform's own save records it");
-            return;
+            return none;
+        };
+        let mut call = Call {
+            type_name: req.type_name.clone(),
+            planned,
+            marked: false,
+        };
+        let mut rewritten = None;
+        if let Some(marking) = &self.marking
+            && call.planned.action == Action::Create
+            && marking::marks(&provider.to_string())
+            && !cut(Mechanism::CreateMarkers)
+        {
+            let markers = marking.markers(&call.planned.address);
+            let mark = |v: &mut rmpv::Value| marking::mark(v, &markers);
+            let marked = marking::rewrite_message(request, PLANNED_STATE, mark).and_then(|m| {
+                m.map(|planned| {
+                    marking::rewrite_message(&planned, CONFIG, mark)
+                        .map(|config| config.unwrap_or(planned))
+                })
+                .transpose()
+            });
+            match marked {
+                Ok(Some(message)) => {
+                    call.marked = true;
+                    rewritten = Some(message);
+                    tracing::info!(address = %call.planned.address, "provider door: the create carries its live markers");
+                }
+                Ok(None) => {
+                    tracing::info!(address = %call.planned.address, type_name = %call.type_name, "provider door: the create has no tags to carry the live markers");
+                }
+                Err(e) => {
+                    tracing::warn!(address = %call.planned.address, error = %e, "provider door: the create's tags could not be read; it goes unmarked");
+                }
+            }
+        }
+        Outgoing {
+            call: Some(call),
+            request: rewritten,
+        }
+    }
+
+    /// The apply call `outgoing` returned `answer` (unframed): the markers taken out again, and its record written; the answer terraform gets when the door changed it.
+    pub async fn returned(
+        &self,
+        schema: &SchemaCache,
+        outgoing: Outgoing,
+        answer: &[u8],
+    ) -> Option<Vec<u8>> {
+        let call = outgoing.call?;
+        let mut rewritten = None;
+        if call.marked {
+            match marking::rewrite_message(answer, NEW_STATE, marking::strip) {
+                Ok(stripped) => {
+                    if stripped.is_some() {
+                        tracing::info!(address = %call.planned.address, "provider door: took the live markers out of the answer");
+                    }
+                    rewritten = stripped;
+                }
+                Err(e) => {
+                    tracing::warn!(address = %call.planned.address, error = %e, "provider door: the new state's tags could not be read");
+                }
+            }
+        }
+        // The answer terraform gets is the one recorded: the stripped one when the door changed it.
+        let resp = match Response::decode(rewritten.as_deref().unwrap_or(answer)) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(address = %call.planned.address, error = %e, "provider door: an apply answer could not be read; terraform's own save records it");
+                return None;
+            }
+        };
+        self.record(schema, call, &resp).await;
+        rewritten
+    }
+
+    /// Write the record of `call`'s answer `resp`.
+    async fn record(&self, schema: &SchemaCache, call: Call, resp: &Response) {
+        let Call {
+            type_name, planned, ..
+        } = call;
+        let new_state = match dynamic::to_json(resp.new_state.as_ref()) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(address = %planned.address, error = %e, "provider door: an apply call's values could not be read; terraform's own save records it");
+                return;
+            }
         };
         let address = planned.address.clone();
         if resp
@@ -99,11 +204,13 @@ impl Recorder {
         }
         let session = self.backend.session();
         let change = if planned.action == Action::Delete || new_state.is_null() {
-            Instant::Delete { address }
+            Instant::Delete {
+                address: address.clone(),
+            }
         } else {
             let held = session.instance_of(&address).await;
             let schema_version = schema
-                .version(&req.type_name)
+                .version(&type_name)
                 .or_else(|| {
                     held.as_ref()
                         .and_then(|(_, i)| i["schema_version"].as_u64())
@@ -121,19 +228,18 @@ impl Recorder {
                 _ => planned.meta.clone(),
             };
             Instant::Put {
-                address,
+                address: address.clone(),
                 meta,
                 instance,
+                terraform_version: self.ledger.terraform_version().map(str::to_string),
             }
-        };
-        let address = match &change {
-            Instant::Put { address, .. } | Instant::Delete { address } => address.clone(),
         };
         match session.write_instant(change).await {
             Ok(Landed::Refused(conflict)) => {
                 tracing::warn!(address = %address, conflict = %conflict, "provider door: the record at return met another run's write; terraform's own save meets it too");
             }
             Ok(landed) => {
+                self.backend.note_instant(&address, &landed);
                 tracing::info!(address = %address, landed = ?landed, "provider door: recorded at the provider's return");
             }
             Err(e) => {

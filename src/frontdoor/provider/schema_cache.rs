@@ -45,6 +45,16 @@ pub fn framed_message(body: &[u8]) -> Option<&[u8]> {
     (u32::from_be_bytes(*len) as usize == message.len()).then_some(message)
 }
 
+/// `message` framed as the one uncompressed message of a gRPC body.
+pub fn frame(message: &[u8]) -> hyper::body::Bytes {
+    let len = u32::try_from(message.len()).unwrap_or(u32::MAX);
+    let mut out = Vec::with_capacity(message.len() + 5);
+    out.push(0);
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(message);
+    out.into()
+}
+
 impl Answer {
     /// Whether the answer may stand for every later schema call: status OK, one uncompressed message, no error diagnostic.
     pub fn reusable(&self) -> bool {
