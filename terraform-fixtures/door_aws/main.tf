@@ -1,4 +1,5 @@
 # The provider door's root: the real hashicorp/aws provider (a filesystem mirror) against moto.
+# Its value is insecure_value, so a plan shows which value it replaces (the races read it).
 terraform {
   backend "http" {}
   required_providers {
@@ -40,8 +41,8 @@ provider "aws" {
 }
 
 resource "aws_ssm_parameter" "p" {
-  count = var.n
-  name  = "/${var.prefix}/p${count.index}"
-  type  = "String"
-  value = var.value
+  count          = var.n
+  name           = "/${var.prefix}/p${count.index}"
+  type           = "String"
+  insecure_value = var.value
 }

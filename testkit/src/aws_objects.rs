@@ -15,13 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The moto_server endpoint; a loud failure when there is none.
 pub fn endpoint() -> String {
-    match std::env::var("CHOUDOUFU_TEST_S3_ENDPOINT") {
-        Ok(e) if e.starts_with("http://127.0.0.1:") => e,
-        Ok(e) => panic!("CHOUDOUFU_TEST_S3_ENDPOINT={e} is not a loopback address"),
-        Err(_) => panic!(
-            "marker tests need moto_server: run them with `make test` (or scripts/with-moto cargo test)"
-        ),
-    }
+    crate::s3_endpoint()
 }
 
 /// The AWS provider configuration a host would pass for moto: region and custom endpoints.

@@ -7,6 +7,7 @@ pub mod cdftest;
 pub mod fault_proxy;
 pub mod latency_proxy;
 pub mod plugin_host;
+pub mod procs;
 pub mod state;
 pub mod tf;
 

@@ -9,8 +9,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::latency_proxy;
 use common::tf::{Records, Root, text, turn};
+use common::{latency_proxy, procs, s3_endpoint};
 
 /// Where the tests' CLI configuration finds the provider.
 const MIRROR: &str = "/opt/tf-plugins";
@@ -26,12 +26,6 @@ fn mirror() -> &'static str {
         binary.display()
     );
     MIRROR
-}
-
-/// moto's endpoint; a loud failure outside `scripts/with-moto`.
-fn moto() -> String {
-    std::env::var("CHOUDOUFU_TEST_S3_ENDPOINT")
-        .expect("run under scripts/with-moto: CHOUDOUFU_TEST_S3_ENDPOINT names moto")
 }
 
 /// A copy of the door_aws root on local records, its CLI configuration on the mirror, initialised through `run`.
@@ -75,7 +69,7 @@ const DOOR_LOG: &str = "choudoufu_live::frontdoor::provider=info";
 fn an_apply_through_the_door_lands_is_recorded_and_the_next_plan_is_clean() {
     let _turn = turn();
     let root = aws_root("door-apply");
-    let v = vars(&moto(), "door-apply", 1);
+    let v = vars(&s3_endpoint(), "door-apply", 1);
     let out = root
         .run_cmd(&args(&["apply", "-auto-approve", "-input=false"], &v))
         .env("CHOUDOUFU_LOG", DOOR_LOG)
@@ -122,7 +116,7 @@ fn a_package_the_lock_file_does_not_list_is_refused_by_name() {
     std::fs::create_dir(&platform).unwrap();
     std::os::unix::fs::symlink(real.join(AWS_BINARY), platform.join(AWS_BINARY)).unwrap();
     std::fs::write(platform.join("LICENSE.txt"), "changed\n").unwrap();
-    let v = vars(&moto(), "door-hash", 1);
+    let v = vars(&s3_endpoint(), "door-hash", 1);
     let out = root.run(&args(&["apply", "-auto-approve", "-input=false"], &v));
     let err = text(&out.stderr);
     assert!(!out.status.success(), "a changed package was run:\n{err}");
@@ -141,47 +135,6 @@ fn a_package_the_lock_file_does_not_list_is_refused_by_name() {
     );
 }
 
-/// The parent pid and state of `pid`, while it is a process that has not ended.
-fn stat(pid: u32) -> Option<(u32, char)> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) state ppid ...": the name may hold spaces and parentheses.
-    let after = &s[s.rfind(')')? + 2..];
-    let mut fields = after.split(' ');
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    (state != 'Z' && state != 'X').then_some((ppid, state))
-}
-
-/// Every living descendant of `pid`.
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut all = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(parent) = frontier.pop() {
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            if stat(child).is_some_and(|(ppid, _)| ppid == parent) {
-                all.push(child);
-                frontier.push(child);
-            }
-        }
-    }
-    all
-}
-
-fn name(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
-fn kill(pid: u32) {
-    use nix::sys::signal::{Signal, kill};
-    let _ = kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
-}
-
 #[test]
 fn a_killed_run_takes_its_terraform_and_plugins_with_it_and_no_provider_call_follows() {
     let _turn = turn();
@@ -191,7 +144,7 @@ fn a_killed_run_takes_its_terraform_and_plugins_with_it_and_no_provider_call_fol
         .enable_all()
         .build()
         .unwrap();
-    let upstream = moto().trim_start_matches("http://").to_string();
+    let upstream = s3_endpoint().trim_start_matches("http://").to_string();
     let proxy = rt.block_on(latency_proxy::start(upstream, Duration::from_millis(1500)));
     let root = aws_root("door-kill");
     let v = vars(&proxy.endpoint, "door-kill", 3);
@@ -217,9 +170,9 @@ fn a_killed_run_takes_its_terraform_and_plugins_with_it_and_no_provider_call_fol
         std::thread::sleep(Duration::from_millis(50));
         calls.extend(proxy.take());
     }
-    let family: Vec<(u32, String)> = descendants(run_pid)
+    let family: Vec<(u32, String)> = procs::descendants(run_pid)
         .into_iter()
-        .map(|p| (p, name(p)))
+        .map(|p| (p, procs::name(p)))
         .collect();
     assert!(
         family.iter().any(|(_, n)| n == "terraform"),
@@ -229,17 +182,17 @@ fn a_killed_run_takes_its_terraform_and_plugins_with_it_and_no_provider_call_fol
         family.iter().any(|(_, n)| n.starts_with("terraform-prov")),
         "no provider plugin under run: {family:?}"
     );
-    kill(run_pid);
+    procs::sigkill(run_pid);
     let killed = Instant::now();
     let _ = child.wait();
     // Within seconds, every process the run had started is gone.
     let mut left: Vec<(u32, String)> = family.clone();
     while !left.is_empty() && killed.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(100));
-        left.retain(|(p, _)| stat(*p).is_some());
+        left.retain(|(p, _)| procs::alive(*p));
     }
     for (p, _) in &left {
-        kill(*p);
+        procs::sigkill(*p);
     }
     assert!(
         left.is_empty(),
@@ -324,13 +277,13 @@ fn a_run_whose_terraform_was_killed_says_so_with_what_it_recorded() {
         .spawn()
         .unwrap();
     common::tf::wait_for_call(&calls, "one", Duration::from_secs(120));
-    let terraform: Vec<u32> = descendants(child.id())
+    let terraform: Vec<u32> = procs::descendants(child.id())
         .into_iter()
-        .filter(|p| name(*p) == "terraform")
+        .filter(|p| procs::name(*p) == "terraform")
         .collect();
     assert!(!terraform.is_empty(), "no terraform under run");
     for p in &terraform {
-        kill(*p);
+        procs::sigkill(*p);
     }
     let out = child.wait_with_output().unwrap();
     let err = text(&out.stderr);

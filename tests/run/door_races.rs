@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::latency_proxy::{self, Call, Proxy};
+use common::procs;
 use common::tf::{Records, Root, text, turn, wait};
 
 const MIRROR: &str = "/opt/tf-plugins";
@@ -31,21 +32,20 @@ fn rounds() -> usize {
         .unwrap_or(1)
 }
 
-/// moto's host:port; a loud failure outside `scripts/with-moto`.
-fn moto() -> String {
-    std::env::var("CHOUDOUFU_TEST_S3_ENDPOINT")
-        .expect("run under scripts/with-moto: CHOUDOUFU_TEST_S3_ENDPOINT names moto")
+/// moto's `host:port`, as the proxies take it.
+fn moto_authority() -> String {
+    common::s3_endpoint()
         .trim_start_matches("http://")
         .to_string()
 }
 
-/// A copy of the door_aws_races root on `records`, its CLI configuration on the mirror, initialised through `run`.
+/// A copy of the door_aws root on `records`, its CLI configuration on the mirror, initialised through `run`.
 fn aws_root(estate: &str, records: &Records) -> Root {
     assert!(
         Path::new(MIRROR).join(AWS_BINARY).is_file(),
         "the real hashicorp/aws 5.100.0 provider is not under {MIRROR}: these tests need it"
     );
-    let root = Root::new("door_aws_races", estate, records);
+    let root = Root::new("door_aws", estate, records);
     std::fs::write(
         &root.cli_config,
         format!(
@@ -95,7 +95,7 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// The parameter's value in moto, read with SSM's own GetParameter (None: no such parameter).
 fn cloud_value(rt: &tokio::runtime::Runtime, name: &str) -> Option<String> {
-    let url = format!("http://{}/", moto());
+    let url = format!("http://{}/", moto_authority());
     let body = serde_json::json!({ "Name": name }).to_string();
     rt.block_on(async move {
         let answer = reqwest::Client::new()
@@ -226,7 +226,7 @@ fn held_run(
     prefix: &str,
     value: &str,
 ) -> (Watched, Proxy) {
-    let gated = rt.block_on(latency_proxy::start_gated(moto(), &[PUT]));
+    let gated = rt.block_on(latency_proxy::start_gated(moto_authority(), &[PUT]));
     let mut a = Watched::start(root, opts, &apply(&gated.endpoint, prefix, value));
     a.wait_until("its PutParameter", |_| gated.arrived(PUT) == 1);
     (a, gated)
@@ -240,7 +240,7 @@ fn a_second_apply_of_one_aws_parameter_is_refused_by_name_and_calls_nothing_whil
     let prefix = common::unique_bucket("door-race");
     let name = format!("/{prefix}/p0");
     let root = aws_root("door-race", &Records::Local);
-    let counted = rt.block_on(latency_proxy::start(moto(), Duration::ZERO));
+    let counted = rt.block_on(latency_proxy::start(moto_authority(), Duration::ZERO));
     for round in 0..rounds() {
         let (a_value, b_value) = (format!("a{round}"), format!("b{round}"));
         let (a, gated) = held_run(&rt, &root, &[], &prefix, &a_value);
@@ -309,7 +309,7 @@ fn a_waiting_apply_of_one_aws_parameter_calls_nothing_while_the_first_holds_it_t
     let prefix = common::unique_bucket("door-wait");
     let name = format!("/{prefix}/p0");
     let root = aws_root("door-wait", &records);
-    let counted = rt.block_on(latency_proxy::start(moto(), Duration::ZERO));
+    let counted = rt.block_on(latency_proxy::start(moto_authority(), Duration::ZERO));
     let mut runs_in_order = Vec::new();
     for round in 0..rounds() {
         let (a_value, b_value) = (format!("a{round}"), format!("b{round}"));
@@ -385,11 +385,6 @@ fn a_waiting_apply_of_one_aws_parameter_calls_nothing_while_the_first_holds_it_t
     assert_eq!(writers, newest_first, "{said}");
 }
 
-fn sigkill(pid: u32) {
-    use nix::sys::signal::{Signal, kill};
-    let _ = kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
-}
-
 #[test]
 fn a_waiting_apply_takes_over_a_killed_runs_aws_parameter_and_lands_alone() {
     let _turn = turn();
@@ -397,7 +392,7 @@ fn a_waiting_apply_takes_over_a_killed_runs_aws_parameter_and_lands_alone() {
     let prefix = common::unique_bucket("door-takeover");
     let name = format!("/{prefix}/p0");
     let root = aws_root("door-takeover", &Records::Local);
-    let counted = rt.block_on(latency_proxy::start(moto(), Duration::ZERO));
+    let counted = rt.block_on(latency_proxy::start(moto_authority(), Duration::ZERO));
     root.ok(&strs(&apply(&counted.endpoint, &prefix, "v0")));
     counted.take();
     // A updates the parameter, and holds it with its PutParameter in flight; B waits for it.
@@ -420,7 +415,7 @@ fn a_waiting_apply_takes_over_a_killed_runs_aws_parameter_and_lands_alone() {
         })
         .unwrap_or_else(|| panic!("no holder in {}", b.stderr()));
     // SIGKILL of A's run alone, mid-apply; the request it had sent reaches the cloud.
-    sigkill(a.child.id());
+    procs::sigkill(a.child.id());
     let killed = Instant::now();
     gated.open();
     let a = a.finish();

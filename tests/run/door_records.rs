@@ -7,44 +7,7 @@ use std::time::{Duration, Instant};
 
 use testkit::cdftest::{Cdftest, started};
 use testkit::tf::{Records, Root, text, turn};
-
-/// The parent pid of `pid`, while it is a process that has not ended.
-fn parent(pid: u32) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) state ppid ...": the name may hold spaces and parentheses.
-    let after = &s[s.rfind(')')? + 2..];
-    let mut fields = after.split(' ');
-    let state = fields.next()?.chars().next()?;
-    let ppid = fields.next()?.parse().ok()?;
-    (state != 'Z' && state != 'X').then_some(ppid)
-}
-
-/// Every living descendant of `pid`, with its name.
-fn descendants(pid: u32) -> Vec<(u32, String)> {
-    let mut all = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(up) = frontier.pop() {
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            if parent(child) == Some(up) {
-                let name = std::fs::read_to_string(format!("/proc/{child}/comm"))
-                    .unwrap_or_default()
-                    .trim()
-                    .to_string();
-                all.push((child, name));
-                frontier.push(child);
-            }
-        }
-    }
-    all
-}
-
-fn kill(pid: u32) {
-    use nix::sys::signal::{Signal, kill};
-    let _ = kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
-}
+use testkit::{procs, s3_endpoint};
 
 fn run(root: &Root, cdf: &Cdftest, opts: &[&str], args: &[&str]) -> Command {
     let mut c = root.run_cmd_with(opts, args);
@@ -107,7 +70,7 @@ fn reap(child: &mut Child, limit: Duration) {
     let started = Instant::now();
     while child.try_wait().unwrap().is_none() {
         if started.elapsed() > limit {
-            kill(child.id());
+            procs::sigkill(child.id());
             panic!("the run did not end within {limit:?} of the kill");
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -137,7 +100,10 @@ fn killed_chain(victim: Victim, estate: &str) {
     let run_pid = child.id();
     // p3's create is sleeping: p1 and p2 returned, p3 and p4 are not made.
     cdf.wait_for("ApplyResourceChange", "p3", Duration::from_secs(120));
-    let family = descendants(run_pid);
+    let family: Vec<(u32, String)> = procs::descendants(run_pid)
+        .into_iter()
+        .map(|p| (p, procs::name(p)))
+        .collect();
     match victim {
         Victim::Terraform => {
             let tf: Vec<u32> = family
@@ -147,9 +113,9 @@ fn killed_chain(victim: Victim, estate: &str) {
                 .collect();
             assert!(!tf.is_empty(), "no terraform under run: {family:?}");
             tf.iter().for_each(|p| sockets_are_private(*p));
-            tf.iter().for_each(|p| kill(*p));
+            tf.iter().for_each(|p| procs::sigkill(*p));
         }
-        Victim::Run => kill(run_pid),
+        Victim::Run => procs::sigkill(run_pid),
     }
     reap(&mut child, Duration::from_secs(60));
     // Every process of the killed run is gone before the next one starts.
@@ -157,9 +123,9 @@ fn killed_chain(victim: Victim, estate: &str) {
     let mut left = family.clone();
     while !left.is_empty() && killed.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(100));
-        left.retain(|(p, _)| parent(*p).is_some());
+        left.retain(|(p, _)| procs::alive(*p));
     }
-    left.iter().for_each(|(p, _)| kill(*p));
+    left.iter().for_each(|(p, _)| procs::sigkill(*p));
 
     let objects = cdf.objects();
     let names: Vec<&str> = objects.iter().filter_map(|o| o["name"].as_str()).collect();
@@ -246,12 +212,6 @@ fn run_killed_mid_chain_leaves_a_record_for_every_object() {
     killed_chain(Victim::Run, "ret-run");
 }
 
-/// moto's `http://host:port`; a loud failure outside `scripts/with-moto`.
-fn moto() -> String {
-    std::env::var("CHOUDOUFU_TEST_S3_ENDPOINT")
-        .expect("run under scripts/with-moto: CHOUDOUFU_TEST_S3_ENDPOINT names moto")
-}
-
 /// The names of the SSM parameters under `/<prefix>/` in moto, sorted.
 fn parameters(prefix: &str) -> Vec<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -260,7 +220,7 @@ fn parameters(prefix: &str) -> Vec<String> {
         .unwrap();
     let (status, v) = rt.block_on(async {
         let answer = reqwest::Client::new()
-            .post(format!("{}/", moto()))
+            .post(format!("{}/", s3_endpoint()))
             .header("X-Amz-Target", "AmazonSSM.GetParametersByPath")
             .header("Content-Type", "application/x-amz-json-1.1")
             .header(
@@ -298,7 +258,7 @@ fn terraform_killed_after_an_aws_create_returned_leaves_its_record_and_the_next_
     let cdf = Cdftest::new(true);
     let root = Root::new("door-aws-chain", "ret-aws", &Records::Local);
     let prefix = testkit::unique_bucket("ret-aws");
-    let endpoint = moto();
+    let endpoint = s3_endpoint();
     let vars = |wait_ms: u32| {
         vec![
             format!("-var=endpoint={endpoint}"),
@@ -327,13 +287,12 @@ fn terraform_killed_after_an_aws_create_returned_leaves_its_record_and_the_next_
     let run_pid = child.id();
     // The wait's create is sleeping: p1's CreateParameter returned, p2's has not started.
     cdf.wait_for("ApplyResourceChange", "wait", Duration::from_secs(240));
-    let tf: Vec<u32> = descendants(run_pid)
-        .iter()
-        .filter(|(_, n)| n == "terraform")
-        .map(|(p, _)| *p)
+    let tf: Vec<u32> = procs::descendants(run_pid)
+        .into_iter()
+        .filter(|p| procs::name(*p) == "terraform")
         .collect();
     assert!(!tf.is_empty(), "no terraform under run");
-    tf.iter().for_each(|p| kill(*p));
+    tf.iter().for_each(|p| procs::sigkill(*p));
     reap(&mut child, Duration::from_secs(60));
 
     assert_eq!(
