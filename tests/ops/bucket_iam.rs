@@ -632,8 +632,13 @@ async fn two_estates_in_one_bucket_never_touch_each_other() {
     b.unwrap();
     let prod_keys = all_keys(&store, "tofu-records/prod/").await;
     let eu_keys = all_keys(&store, "tofu-records/prod-eu/").await;
-    assert_eq!(prod_keys.len(), 3, "{prod_keys:?}"); // _estate + two records
-    assert_eq!(eu_keys.len(), 3, "{eu_keys:?}");
+    // _estate and two records, and the write log's entry before each record's create.
+    for keys in [&prod_keys, &eu_keys] {
+        let (log, state): (Vec<&String>, Vec<&String>) =
+            keys.iter().partition(|k| k.contains("/wlog/"));
+        assert_eq!(state.len(), 3, "{keys:?}");
+        assert_eq!(log.len(), 2, "{keys:?}");
+    }
     assert!(
         prod_keys
             .iter()
