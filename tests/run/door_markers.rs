@@ -627,7 +627,10 @@ fn the_strip_keeps_an_answer_carrying_the_markers_consistent_and_a_default_vpc_i
     let rules: Vec<BTreeMap<String, String>> = serde_json::from_value(rules).unwrap();
     let rule_tags: Vec<&BTreeMap<String, String>> = rules
         .iter()
-        .filter(|t| t.get("tofu-address").map(String::as_str) == Some(rule))
+        .filter(|t| {
+            t.get("tofu-address").map(String::as_str) == Some(rule)
+                && t.get("tofu-estate") == Some(&estate)
+        })
         .collect();
     assert_eq!(rule_tags.len(), 1, "{rules:?}");
     let vpc = default_vpc_tags();
