@@ -151,6 +151,10 @@ pub enum Mechanism {
     MarkerBind,
     /// `markers = false` in the live block turning the door's live markers off (cut: they stay on).
     MarkersOff,
+    /// The provider door taking the live markers out of a create's answer before terraform sees it.
+    MarkerStrip,
+    /// The collision check listing IAM roles once for all of a plan's role creates (cut: once per create).
+    IamOnce,
 }
 
 impl Mechanism {
@@ -223,6 +227,8 @@ impl Mechanism {
         Mechanism::CreateMarkers,
         Mechanism::MarkerBind,
         Mechanism::MarkersOff,
+        Mechanism::MarkerStrip,
+        Mechanism::IamOnce,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -295,6 +301,8 @@ impl Mechanism {
             Mechanism::CreateMarkers => "create-markers",
             Mechanism::MarkerBind => "marker-bind",
             Mechanism::MarkersOff => "markers-off",
+            Mechanism::MarkerStrip => "marker-strip",
+            Mechanism::IamOnce => "iam-once",
         }
     }
 

@@ -38,6 +38,9 @@ pub struct PlanStamp {
     pub serial: u64,
     /// Every record the plan read, by store key.
     pub records: BTreeMap<String, BaseRef>,
+    /// Where the live markers of the plan's creates are listed before it is applied: the provider configurations it was planned with, reduced to where to list (no credentials).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marker_listings: Vec<serde_json::Value>,
 }
 
 /// A saved plan with no valid stamp; nothing was applied or written.
@@ -141,6 +144,7 @@ impl PlanStamp {
             lineage: served.0,
             serial: served.1,
             records,
+            marker_listings: Vec::new(),
         }
     }
 
@@ -174,6 +178,7 @@ impl PlanStamp {
                 lineage: String::new(),
                 serial: 0,
                 records: BTreeMap::new(),
+                marker_listings: Vec::new(),
             });
         }
         let bytes = std::fs::read(&path).map_err(|e| UnstampedPlanError {

@@ -2,19 +2,46 @@
 //!
 //! It runs once the plan's changes are claimed, so no live run is creating the same
 //! address meanwhile: an object marked for it and named by no record was made by a run
-//! that is gone. The listing goes where the provider itself goes: the configurations the
-//! provider door saw in terraform's `Configure` calls of the plan.
+//! that is gone. The listing goes where the provider itself goes: for `run`'s own plans, the
+//! configurations the provider door saw in terraform's `Configure` calls of the plan; for a
+//! saved plan, those its stamp kept when it was made (without credentials). A saved plan
+//! cannot be planned again, so one object found refuses it before terraform applies.
 
 use serde_json::Value;
+use thiserror::Error;
 
 use super::command::ApplySplit;
 use super::context::{Attempt, Ctx};
-use super::error::{EXIT_COLLISION, RunError};
+use super::error::{EXIT_COLLISION, EXIT_PLAN_REFUSED, RunError};
 use super::{say, terraform};
 use crate::cloud::aws::markers::{AwsLister, CollisionError, LiveObject, decide};
 use crate::cut::{Mechanism, cut};
 use crate::engine::markers::Family;
 use crate::frontdoor::provider::Door;
+
+/// A saved plan creates an address whose marked live object exists: applying it would make a second one.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error(
+    "The approved plan no longer matches the live system (MarkedObjectExists): the plan creates {address}, but the live object {arn} (ID {id}) already carries its markers for estate {estate:?}: a run that is gone created it and recorded nothing. Applying the plan would create a second one, and a saved plan cannot be planned again to bind it. Nothing was applied; plan again through choudoufu-live run, which binds it."
+)]
+pub struct SavedPlanMarkedError {
+    /// The address the plan creates.
+    pub address: String,
+    /// The estate.
+    pub estate: String,
+    /// The live object's ARN.
+    pub arn: String,
+    /// The ID terraform would import it by (its ARN when the type has no rule).
+    pub id: String,
+}
+
+/// What the check does with the one live object found for a create, and where it lists.
+pub enum Bind<'a> {
+    /// `run`'s own plan: list with the configurations the door saw; import the object and plan again.
+    Import(&'a ApplySplit),
+    /// A saved plan: list with the configurations its stamp kept; refuse the plan.
+    Refuse(&'a [Value]),
+}
 
 /// What the check came to.
 pub enum Checked {
@@ -85,12 +112,53 @@ pub fn listing_configs(door: &Door) -> Vec<Value> {
         .collect()
 }
 
-/// List the markers of each AWS create of `plan`; bind the one object found, refuse on two or more.
+/// What a saved plan's stamp keeps of a listable AWS configuration: where to list (`region`, the Tagging, IAM and SQS endpoints, `endpoint_url`, `profile`), never credentials.
+pub fn for_stamp(config: &Value) -> Value {
+    let mut kept = serde_json::Map::new();
+    for key in ["region", "endpoint_url", "profile"] {
+        if let Some(v) = config.get(key).filter(|v| !v.is_null()) {
+            kept.insert(key.to_string(), v.clone());
+        }
+    }
+    let endpoints = match &config["endpoints"] {
+        Value::Array(items) => items.first().cloned().unwrap_or(Value::Null),
+        other => other.clone(),
+    };
+    let names = [
+        "resourcegroupstaggingapi",
+        "resourcegroupstagging",
+        "iam",
+        "sqs",
+    ];
+    let endpoints: serde_json::Map<String, Value> = names
+        .iter()
+        .filter_map(|n| {
+            let v = endpoints.get(*n).filter(|v| !v.is_null())?;
+            Some((n.to_string(), v.clone()))
+        })
+        .collect();
+    if !endpoints.is_empty() {
+        kept.insert("endpoints".into(), Value::Object(endpoints));
+    }
+    Value::Object(kept)
+}
+
+/// The configurations a saved plan's stamp keeps for the marker listings ([`for_stamp`] of each [`listing_configs`]).
+pub fn stamped_configs(door: &Door) -> Vec<Value> {
+    if door.marking().is_none() {
+        return Vec::new();
+    }
+    let mut kept: Vec<Value> = listing_configs(door).iter().map(for_stamp).collect();
+    kept.dedup();
+    kept
+}
+
+/// List the markers of each AWS create of `plan`; bind (or, for a saved plan, refuse on) the one object found, refuse on two or more.
 pub async fn check(
     ctx: &Ctx,
     attempt: &mut Attempt,
     plan: &Value,
-    split: &ApplySplit,
+    bind: &Bind<'_>,
 ) -> Result<Checked, RunError> {
     let Some(door) = ctx.tf.door() else {
         return Ok(Checked::Clear);
@@ -102,33 +170,44 @@ pub async fn check(
     if creates.is_empty() || cut(Mechanism::MarkerBind) {
         return Ok(Checked::Clear);
     }
+    let configs = match bind {
+        Bind::Import(_) => listing_configs(door),
+        Bind::Refuse(stamped) => stamped.to_vec(),
+    };
     let mut listers = Vec::new();
-    for config in listing_configs(door) {
+    for config in configs {
         match AwsLister::from_json(&config).await {
             Ok(l) => listers.push(l),
             Err(e) => say::no_marker_listing(e),
         }
     }
     if listers.is_empty() {
-        say::no_collision_check(creates.len());
+        match bind {
+            Bind::Import(_) => say::no_collision_check(creates.len()),
+            Bind::Refuse(_) => say::no_stamped_listing(creates.len()),
+        }
         return Ok(Checked::Clear);
     }
-    let mut binds: Vec<(String, LiveObject)> = Vec::new();
-    let mut collisions: Vec<CollisionError> = Vec::new();
-    for create in &creates {
-        let mut found = Vec::new();
-        for lister in &listers {
-            match lister
-                .with_markers(&marking.estate, &create.type_name, &create.address)
-                .await
-            {
-                Ok(objects) => found.extend(objects),
+    let wanted: Vec<(&str, &str)> = creates
+        .iter()
+        .map(|c| (c.type_name.as_str(), c.address.as_str()))
+        .collect();
+    let mut found: Vec<Vec<LiveObject>> = vec![Vec::new(); creates.len()];
+    for lister in &listers {
+        let listed = lister.with_markers_each(&marking.estate, &wanted).await;
+        for ((create, objects), all) in creates.iter().zip(listed).zip(found.iter_mut()) {
+            match objects {
+                Ok(objects) => all.extend(objects),
                 Err(e) => say::marker_listing_failed(&create.address, e),
             }
         }
-        found.sort_by(|a, b| a.arn.cmp(&b.arn));
-        found.dedup_by(|a, b| a.arn == b.arn);
-        match decide(&marking.estate, &create.address, found) {
+    }
+    let mut binds: Vec<(String, LiveObject)> = Vec::new();
+    let mut collisions: Vec<CollisionError> = Vec::new();
+    for (create, mut objects) in creates.iter().zip(found) {
+        objects.sort_by(|a, b| a.arn.cmp(&b.arn));
+        objects.dedup_by(|a, b| a.arn == b.arn);
+        match decide(&marking.estate, &create.address, objects) {
             Ok(None) => {}
             Ok(Some(object)) => binds.push((create.address.clone(), object)),
             Err(collision) => collisions.push(collision),
@@ -143,6 +222,20 @@ pub async fn check(
     if binds.is_empty() {
         return Ok(Checked::Clear);
     }
+    let split = match bind {
+        Bind::Import(split) => split,
+        Bind::Refuse(_) => {
+            for (address, object) in binds {
+                say::plan_refused(SavedPlanMarkedError {
+                    address,
+                    estate: marking.estate.clone(),
+                    id: object.import_id.unwrap_or_else(|| object.arn.clone()),
+                    arn: object.arn,
+                });
+            }
+            return Ok(Checked::Refused(EXIT_PLAN_REFUSED));
+        }
+    };
     for (address, object) in &binds {
         let Some(id) = &object.import_id else {
             say::cannot_bind(address, &object.arn);
@@ -162,7 +255,7 @@ pub async fn check(
 
 #[cfg(test)]
 mod tests {
-    use super::listable;
+    use super::{for_stamp, listable};
     use serde_json::json;
 
     #[test]
@@ -179,5 +272,22 @@ mod tests {
             &json!({"endpoints": [{"ssm": "http://127.0.0.1:1", "s3": null}]})
         ));
         assert!(listable(&json!({"endpoints": [{"ssm": null}]})));
+    }
+
+    #[test]
+    fn a_stamp_keeps_where_to_list_and_no_credentials() {
+        let config = json!({
+            "region": "eu-west-1",
+            "access_key": "AKIA",
+            "secret_key": "s",
+            "token": "t",
+            "profile": null,
+            "endpoints": [{"s3": "http://127.0.0.1:1", "iam": "http://127.0.0.1:2", "resourcegroupstaggingapi": "http://127.0.0.1:3", "sqs": null}],
+        });
+        assert_eq!(
+            for_stamp(&config),
+            json!({"region": "eu-west-1", "endpoints": {"iam": "http://127.0.0.1:2", "resourcegroupstaggingapi": "http://127.0.0.1:3"}})
+        );
+        assert_eq!(for_stamp(&json!({"region": "r"})), json!({"region": "r"}));
     }
 }

@@ -10,7 +10,7 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 
 use super::approve::{self, Answer};
-use super::bind::{self, Checked};
+use super::bind::{self, Bind, Checked};
 use super::claiming::{self, Claimed, WaitBudget};
 use super::command::{self, ApplySplit};
 use super::context::{Attempt, Ctx};
@@ -72,8 +72,8 @@ struct Apply<'a> {
     budget: &'a mut WaitBudget,
     /// How terraform's output reaches the user (a destroy's closing line in `destroy`'s words).
     stdout: Stdout,
-    /// The split command, when the plan is `run`'s own (then marked objects of its creates are bound, and it plans again).
-    bind: Option<&'a ApplySplit>,
+    /// What the collision check does with a marked object of a create: `run`'s own plan binds it and plans again; a saved plan is refused.
+    bind: Bind<'a>,
 }
 
 /// Claim the plan's changes for `attempt`, check that none of its keys moved since its stamp, apply it; then write what terraform could not save (see [`flush`]), with the claims still held.
@@ -91,12 +91,10 @@ async fn claim_and_apply(
         Claimed::Released => return Ok(Step::Again),
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
     }
-    if let Some(split) = apply.bind {
-        match bind::check(ctx, attempt, apply.plan, split).await? {
-            Checked::Clear => {}
-            Checked::Bound => return Ok(Step::Again),
-            Checked::Refused(code) => return Ok(Step::Exit(code)),
-        }
+    match bind::check(ctx, attempt, apply.plan, &apply.bind).await? {
+        Checked::Clear => {}
+        Checked::Bound => return Ok(Step::Again),
+        Checked::Refused(code) => return Ok(Step::Exit(code)),
     }
     let door = ctx.tf.door();
     if let Some(door) = door {
@@ -230,7 +228,7 @@ async fn plan_and_apply(
         args: &args,
         budget,
         stdout: summary::terraform_stdout(split.kind),
-        bind: Some(split),
+        bind: Bind::Import(split),
     };
     claim_and_apply(ctx, attempt, apply, reconcile).await
 }
@@ -261,7 +259,7 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
             budget: &mut budget,
             // `apply FILE` keeps terraform's words, a destroy plan's among them.
             stdout: Stdout::Inherit,
-            bind: None,
+            bind: Bind::Refuse(&stamp.marker_listings),
         };
         let reconcile = Reconcile::for_saved_plan(split, &json);
         let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;

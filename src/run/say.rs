@@ -210,6 +210,13 @@ pub fn no_collision_check(creates: usize) {
     ));
 }
 
+/// A saved plan's stamp keeps no provider configuration to list markers with.
+pub fn no_stamped_listing(creates: usize) {
+    warning(format_args!(
+        "the saved plan's stamp keeps no AWS provider configuration (it was made with the provider door off, with markers off, or by an older choudoufu-live), so the markers of its {creates} planned create(s) were not listed before applying it"
+    ));
+}
+
 /// Listing a taken-over change's markers failed.
 pub fn marker_listing_failed(address: &str, e: impl Display) {
     warning(format_args!("listing the markers of {address} failed: {e}"));

@@ -97,10 +97,12 @@ pub fn destroy_words(line: &str) -> Option<String> {
 
 /// Stamp the saved plan `file` with the record versions the plan read.
 pub async fn stamp_plan(ctx: &Ctx, backend: &Backend, file: &Path) -> Result<(), RunError> {
-    let Some(stamp) = steps::stamp(ctx, backend.session(), file).await? else {
+    let Some(mut stamp) = steps::stamp(ctx, backend.session(), file).await? else {
         say::unstamped();
         return Ok(());
     };
+    // Its apply lists the markers of its creates where this plan's provider configurations point.
+    stamp.marker_listings = ctx.tf.door().map(bind::stamped_configs).unwrap_or_default();
     let path = stamp.save(file).map_err(|source| RunError::File {
         what: format!("cannot write the plan stamp beside {}", file.display()),
         source,

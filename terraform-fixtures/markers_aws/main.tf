@@ -1,5 +1,5 @@
 # Live markers through the provider door: the real hashicorp/aws provider (a filesystem
-# mirror) against moto, one client-named and two server-named objects.
+# mirror) against moto, client-named and server-named objects, and the default VPC.
 terraform {
   backend "http" {}
   required_providers {
@@ -18,7 +18,8 @@ variable "prefix" {
   type = string
 }
 
-# Which of the three objects the root holds: "p" (ssm parameter), "b" (bucket), "r" (role).
+# Which objects the root holds, by key: "p..." (ssm parameters), "b" (bucket), "r..." (roles),
+# "v" (the region's default VPC, adopted).
 variable "objects" {
   type    = set(string)
   default = ["p", "b", "r"]
@@ -37,6 +38,7 @@ provider "aws" {
     s3                       = var.endpoint
     iam                      = var.endpoint
     sts                      = var.endpoint
+    ec2                      = var.endpoint
     resourcegroupstaggingapi = var.endpoint
   }
   # The user's own: the door's markers join them, never replace them.
@@ -51,8 +53,8 @@ provider "aws" {
 }
 
 resource "aws_ssm_parameter" "p" {
-  for_each = setintersection(var.objects, ["p"])
-  name     = "/${var.prefix}/p"
+  for_each = toset([for o in var.objects : o if startswith(o, "p")])
+  name     = "/${var.prefix}/${each.key}"
   type     = "String"
   value    = "one"
   tags = {
@@ -66,7 +68,7 @@ resource "aws_s3_bucket" "b" {
 }
 
 resource "aws_iam_role" "r" {
-  for_each    = setintersection(var.objects, ["r"])
+  for_each    = toset([for o in var.objects : o if startswith(o, "r")])
   name_prefix = "${var.prefix}-"
   assume_role_policy = jsonencode({
     Version = "2012-10-17"
@@ -76,4 +78,39 @@ resource "aws_iam_role" "r" {
       Principal = { Service = "ec2.amazonaws.com" }
     }]
   })
+}
+
+# An aws_default_* type: its create adopts the object that exists and tags it.
+resource "aws_default_vpc" "v" {
+  for_each = setintersection(var.objects, ["v"])
+}
+
+# A plugin-framework type: its create answers with the planned `tags`, so the door's markers
+# come back in the answer unless the door takes them out. On the default VPC's default group.
+locals {
+  rules = toset([for o in var.objects : o if startswith(o, "i")])
+}
+
+data "aws_vpc" "default" {
+  count   = length(local.rules) > 0 ? 1 : 0
+  default = true
+}
+
+data "aws_security_group" "default" {
+  count  = length(local.rules) > 0 ? 1 : 0
+  vpc_id = data.aws_vpc.default[0].id
+  name   = "default"
+}
+
+resource "aws_vpc_security_group_ingress_rule" "i" {
+  for_each          = local.rules
+  security_group_id = data.aws_security_group.default[0].id
+  cidr_ipv4         = "10.0.0.0/8"
+  ip_protocol       = "tcp"
+  # A port of its own per prefix and key: the default group outlives each test's objects.
+  from_port = 1024 + parseint(substr(sha1("${var.prefix}/${each.key}"), 0, 4), 16) % 60000
+  to_port   = 1024 + parseint(substr(sha1("${var.prefix}/${each.key}"), 0, 4), 16) % 60000
+  tags = {
+    team = "net"
+  }
 }

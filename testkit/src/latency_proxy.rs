@@ -19,6 +19,8 @@ pub struct Call {
     pub path: String,
     /// The AWS JSON action (`X-Amz-Target`), when the request names one.
     pub target: Option<String>,
+    /// The AWS Query action (`Action=` of a form body, as IAM sends), when the request names one.
+    pub action: Option<String>,
     /// Request bytes (head and body).
     pub up: usize,
     /// Answer bytes (head and body).
@@ -219,6 +221,13 @@ fn amz_target(request: &[u8]) -> Option<String> {
     })
 }
 
+/// The request's Query action (`Action=...` in its form body), if it has one.
+fn query_action(request: &[u8]) -> Option<String> {
+    let body = String::from_utf8_lossy(&request[head_end(request)..]);
+    body.split('&')
+        .find_map(|kv| kv.strip_prefix("Action=").map(str::to_string))
+}
+
 fn head_end(bytes: &[u8]) -> usize {
     bytes
         .windows(4)
@@ -287,6 +296,7 @@ async fn serve(
         let method = words.next().unwrap_or_default().to_string();
         let path = words.next().unwrap_or_default().to_string();
         let target = amz_target(&request);
+        let action = query_action(&request);
         gate.arrived.lock().unwrap().push(Arrival {
             target: target.clone(),
             at: start,
@@ -303,6 +313,7 @@ async fn serve(
             method,
             path,
             target,
+            action,
             start,
             end: Instant::now(),
         });

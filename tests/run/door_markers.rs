@@ -460,3 +460,196 @@ fn a_run_killed_during_server_named_creates_is_bound_by_the_next_run_not_duplica
         text(&plan.stderr)
     );
 }
+
+/// Run a boto3 `script` against moto with `args` after the endpoint; what it prints, as JSON.
+fn boto3(script: &str, args: &[&str]) -> Value {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let prelude = "import json, sys, boto3\nkw = dict(endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\n";
+    let out = Command::new(python)
+        .arg("-c")
+        .arg(format!("{prelude}{script}"))
+        .arg(moto())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "boto3: {}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// How many IAM roles the account holds.
+fn roles_in_account() -> u64 {
+    boto3(
+        "iam = boto3.client('iam', **kw)\nprint(sum(len(p['Roles']) for p in iam.get_paginator('list_roles').paginate()))",
+        &[],
+    )
+    .as_u64()
+    .unwrap()
+}
+
+/// A saved plan cannot be planned again, so one that would create a second marked object is
+/// refused before terraform starts; the collision check lists IAM roles once for all of the
+/// plan's role creates (here two), not once per create.
+#[test]
+fn a_saved_plan_that_would_duplicate_a_marked_object_is_refused_and_roles_are_listed_once() {
+    let _turn = turn();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Every request of the run passes a proxy that logs it, on its way to moto.
+    let upstream = moto().trim_start_matches("http://").to_string();
+    let proxy = rt.block_on(common::latency_proxy::start(
+        upstream,
+        std::time::Duration::ZERO,
+    ));
+    let prefix = common::aws_objects::unique("sv");
+    let estate = format!("e-{prefix}");
+    let root = aws_root(&estate);
+    // A role outside the root, so the account has one to list whatever ran before.
+    boto3(
+        "iam = boto3.client('iam', **kw)\niam.create_role(RoleName=sys.argv[2], AssumeRolePolicyDocument='{}')\nprint('null')",
+        &[&format!("other-{prefix}")],
+    );
+    let mut v = vars(&prefix, &["b", "r1", "r2"]);
+    v[1] = format!("endpoint={}", proxy.endpoint);
+    let plan = root.run(&args(&["plan", "-input=false", "-out=saved.plan"], &v));
+    assert!(
+        plan.status.success(),
+        "{}\n{}",
+        text(&plan.stdout),
+        text(&plan.stderr)
+    );
+    let stamp = std::fs::read_to_string(root.path().join("saved.plan.live-stamp")).unwrap();
+    assert!(stamp.contains(&proxy.endpoint), "{stamp}");
+    assert!(
+        !stamp.contains("secret_key") && !stamp.contains("access_key"),
+        "{stamp}"
+    );
+    // After the plan, a run that is gone made the bucket's object, marked, and recorded nothing.
+    let made = generated(&prefix, 1);
+    make_bucket(
+        &made,
+        &[("tofu-estate", estate.as_str()), ("tofu-address", BUCKET)],
+    );
+    let roles = roles_in_account();
+    proxy.reset();
+    let out = root.run(&["apply", "-input=false", "saved.plan"]);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{}\n{err}", text(&out.stdout));
+    for words in [
+        "MarkedObjectExists",
+        &format!("the plan creates {BUCKET}"),
+        &format!("arn:aws:s3:::{made} (ID {made})"),
+        "Nothing was applied",
+        "plan again through choudoufu-live run, which binds it",
+    ] {
+        assert!(err.contains(words), "{words:?} not in: {err}");
+    }
+    let seen = live(&prefix);
+    assert_eq!(
+        seen["buckets"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        [&made],
+        "a second bucket: {seen}"
+    );
+    assert!(seen["roles"].as_object().unwrap().is_empty(), "{seen}");
+    // The two role creates were listed together: each role's tags read once.
+    let calls = proxy.take();
+    let count = |action: &str| {
+        calls
+            .iter()
+            .filter(|c| c.action.as_deref() == Some(action))
+            .count() as u64
+    };
+    assert_eq!(count("ListRoles"), roles.div_ceil(100).max(1), "ListRoles");
+    assert_eq!(
+        count("ListRoleTags"),
+        roles,
+        "ListRoleTags for {roles} role(s) in the account"
+    );
+}
+
+/// The default VPC's tags, as EC2 gives them.
+fn default_vpc_tags() -> BTreeMap<String, String> {
+    let tags = boto3(
+        "ec2 = boto3.client('ec2', **kw)\nvpc = ec2.describe_vpcs(Filters=[{'Name': 'isDefault', 'Values': ['true']}])['Vpcs'][0]\nprint(json.dumps({t['Key']: t['Value'] for t in vpc.get('Tags', [])}))",
+        &[],
+    );
+    serde_json::from_value(tags).unwrap()
+}
+
+/// A plugin-framework type (`aws_vpc_security_group_ingress_rule`) answers its create with the
+/// planned `tags`, markers and all: without the door's strip terraform fails the apply as
+/// inconsistent, and with it the same create is clean. (The SDKv2 types read their tags back
+/// through `ignore_tags`, and terraform tolerates their answers anyway.) An `aws_default_vpc`
+/// create adopts the region's VPC and tags it in that same call, so it carries the markers like
+/// any create, and the next plan is clean.
+#[test]
+fn the_strip_keeps_an_answer_carrying_the_markers_consistent_and_a_default_vpc_is_marked_in_its_create()
+ {
+    let _turn = turn();
+    let prefix = common::aws_objects::unique("st");
+    let estate = format!("e-{prefix}");
+    let root = aws_root(&estate);
+    let apply = |objects: &[&str], cut: Option<String>| {
+        let v = vars(&prefix, objects);
+        let mut cmd = root.run_cmd(&args(&["apply", "-auto-approve", "-input=false"], &v));
+        if let Some(cut) = cut {
+            cmd.env("CHOUDOUFU_CUT", cut);
+        }
+        let out = cmd.output().unwrap();
+        (out.status.code(), text(&out.stdout), text(&out.stderr))
+    };
+    if cfg!(feature = "mechanism-cut") {
+        // The markers come back, and nothing takes them out.
+        let (code, out, err) = apply(&["i1"], Some("marker-strip".into()));
+        assert_ne!(code, Some(0), "{out}\n{err}");
+        assert!(
+            err.contains("Provider produced inconsistent result after apply")
+                && err.contains("tofu-address"),
+            "{err}"
+        );
+    } else {
+        eprintln!("built without mechanism-cut: the apply without the strip is not run");
+    }
+    // The markers come back, and the door strips them: clean. The default VPC is marked in its create.
+    let (code, out, err) = apply(&["i2", "v"], None);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    let rules = boto3(
+        "ec2 = boto3.client('ec2', **kw)\nrules = ec2.describe_security_group_rules()['SecurityGroupRules']\nprint(json.dumps([{t['Key']: t['Value'] for t in r.get('Tags', [])} for r in rules]))",
+        &[],
+    );
+    let rule = "aws_vpc_security_group_ingress_rule.i[\"i2\"]";
+    let rules: Vec<BTreeMap<String, String>> = serde_json::from_value(rules).unwrap();
+    let rule_tags: Vec<&BTreeMap<String, String>> = rules
+        .iter()
+        .filter(|t| {
+            t.get("tofu-address").map(String::as_str) == Some(rule)
+                && t.get("tofu-estate") == Some(&estate)
+        })
+        .collect();
+    assert_eq!(rule_tags.len(), 1, "{rules:?}");
+    let vpc = default_vpc_tags();
+    for (tags, address) in [(rule_tags[0], rule), (&vpc, "aws_default_vpc.v[\"v\"]")] {
+        assert_eq!(tags.get("tofu-estate"), Some(&estate), "{tags:?}");
+        assert_eq!(
+            tags.get("tofu-address").map(String::as_str),
+            Some(address),
+            "{tags:?}"
+        );
+        assert_eq!(tags.get("owner").map(String::as_str), Some("tests"));
+    }
+    let v = vars(&prefix, &["i2", "v"]);
+    let plan = root.run(&args(&["plan", "-detailed-exitcode", "-input=false"], &v));
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&plan.stdout),
+        text(&plan.stderr)
+    );
+}

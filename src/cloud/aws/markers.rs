@@ -71,7 +71,7 @@ pub fn type_filter(resource_type: &str) -> Option<&'static str> {
 }
 
 /// Why no listing was made.
-#[derive(Debug, Error)]
+#[derive(Clone, Debug, Error)]
 pub enum ListingError {
     /// The host passed no provider configuration: nothing is listed, and no default is used.
     #[error(
@@ -459,6 +459,36 @@ impl AwsLister {
             type_filter(resource_type),
         )
         .await
+    }
+
+    /// The live objects carrying the markers of each `(resource_type, address)` of `creates` in `estate`, in their order: one Tagging API listing per create, and one IAM role listing for all the role creates together.
+    pub async fn with_markers_each(
+        &self,
+        estate: &str,
+        creates: &[(&str, &str)],
+    ) -> Vec<Result<Vec<LiveObject>, ListingError>> {
+        let roles = if creates.iter().any(|(t, _)| *t == IAM_ROLE) && !cut(Mechanism::IamOnce) {
+            let estate_v = Family::Aws.encode(estate);
+            Some(self.roles(&[(ESTATE_TAG, &estate_v)]).await)
+        } else {
+            None
+        };
+        let mut out = Vec::with_capacity(creates.len());
+        for (resource_type, address) in creates {
+            let found = match &roles {
+                Some(listed) if *resource_type == IAM_ROLE => {
+                    let wanted = Family::Aws.encode(instance_address(address));
+                    listed.clone().map(|all| {
+                        all.into_iter()
+                            .filter(|o| o.address() == Some(wanted.as_str()))
+                            .collect()
+                    })
+                }
+                _ => self.with_markers(estate, resource_type, address).await,
+            };
+            out.push(found);
+        }
+        out
     }
 
     /// The collision check before a create of `address` (type `resource_type`) in `estate`.

@@ -156,7 +156,7 @@ impl Recorder {
     ) -> Option<Vec<u8>> {
         let call = outgoing.call?;
         let mut rewritten = None;
-        if call.marked {
+        if call.marked && !cut(Mechanism::MarkerStrip) {
             match marking::rewrite_message(answer, NEW_STATE, marking::strip) {
                 Ok(stripped) => {
                     if stripped.is_some() {
