@@ -11,13 +11,8 @@ use std::process::Command;
 
 use common::cdftest::cli_config;
 use common::tf::{Records, Root, text, turn};
+use common::{procs, s3_endpoint};
 use serde_json::Value;
-
-/// moto's endpoint; a loud failure outside `scripts/with-moto`.
-fn moto() -> String {
-    std::env::var("CHOUDOUFU_TEST_S3_ENDPOINT")
-        .expect("run under scripts/with-moto: CHOUDOUFU_TEST_S3_ENDPOINT names moto")
-}
 
 /// A copy of the markers_aws root on local records, on the mirror, initialised.
 fn aws_root(estate: &str) -> Root {
@@ -35,7 +30,7 @@ fn vars(prefix: &str, objects: &[&str]) -> Vec<String> {
     let set: Vec<String> = objects.iter().map(|o| format!("\"{o}\"")).collect();
     vec![
         "-var".into(),
-        format!("endpoint={}", moto()),
+        format!("endpoint={}", s3_endpoint()),
         "-var".into(),
         format!("prefix={prefix}"),
         "-var".into(),
@@ -75,7 +70,7 @@ print(json.dumps(out))
 "#;
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     let out = Command::new(python)
-        .args(["-c", script, &moto(), prefix])
+        .args(["-c", script, &s3_endpoint(), prefix])
         .output()
         .unwrap();
     assert!(out.status.success(), "boto3: {}", text(&out.stderr));
@@ -218,7 +213,7 @@ s3.put_bucket_tagging(Bucket=name, Tagging={"TagSet": [{"Key": k, "Value": v} fo
         .args([
             "-c",
             script,
-            &moto(),
+            &s3_endpoint(),
             name,
             &serde_json::to_string(&tags).unwrap(),
         ])
@@ -234,7 +229,7 @@ fn bucket_exists(name: &str) -> bool {
         .args([
             "-c",
             "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing').head_bucket(Bucket=sys.argv[2])",
-            &moto(),
+            &s3_endpoint(),
             name,
         ])
         .output()
@@ -278,7 +273,7 @@ fn one_marked_object_is_bound_and_two_are_a_collision_with_nothing_created() {
         .args([
             "-c",
             "import sys, boto3; boto3.client('s3', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing').delete_bucket(Bucket=sys.argv[2])",
-            &moto(),
+            &s3_endpoint(),
             &two,
         ])
         .output()
@@ -312,37 +307,6 @@ fn one_marked_object_is_bound_and_two_are_a_collision_with_nothing_created() {
     );
 }
 
-/// Every living descendant of `pid`.
-fn descendants(pid: u32) -> Vec<u32> {
-    let parent_of = |p: u32| -> Option<u32> {
-        let s = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
-        let after = &s[s.rfind(')')? + 2..];
-        let mut fields = after.split(' ');
-        let state = fields.next()?;
-        (state != "Z").then_some(())?;
-        fields.next()?.parse().ok()
-    };
-    let mut all = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(parent) = frontier.pop() {
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            if parent_of(child) == Some(parent) {
-                all.push(child);
-                frontier.push(child);
-            }
-        }
-    }
-    all
-}
-
-fn kill(pid: u32) {
-    use nix::sys::signal::{Signal, kill};
-    let _ = kill(nix::unistd::Pid::from_raw(pid as i32), Signal::SIGKILL);
-}
-
 /// Whether every object of `kind` under `prefix` carries a `tofu-address` marker, and there is one.
 fn marked(seen: &Value, kind: &str) -> bool {
     let all = tags(seen, kind);
@@ -360,7 +324,7 @@ fn a_run_killed_during_server_named_creates_is_bound_by_the_next_run_not_duplica
     // Every provider request passes a proxy that holds it 1.5 s: a create's reads after its
     // create and tag requests take seconds, so a kill once both objects are marked lands
     // while the bucket's create call (about ten reads after its tagging) has not returned.
-    let upstream = moto().trim_start_matches("http://").to_string();
+    let upstream = s3_endpoint().trim_start_matches("http://").to_string();
     let proxy = rt.block_on(common::latency_proxy::start(
         upstream,
         std::time::Duration::from_millis(1500),
@@ -393,16 +357,16 @@ fn a_run_killed_during_server_named_creates_is_bound_by_the_next_run_not_duplica
         );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
-    let family = descendants(run_pid);
-    kill(run_pid);
+    let family = procs::descendants(run_pid);
+    procs::sigkill(run_pid);
     let _ = child.wait();
     let killed = std::time::Instant::now();
     let mut left = family;
     while !left.is_empty() && killed.elapsed() < std::time::Duration::from_secs(30) {
         std::thread::sleep(std::time::Duration::from_millis(100));
-        left.retain(|p| Path::new(&format!("/proc/{p}")).exists());
+        left.retain(|p| procs::alive(*p));
     }
-    left.iter().for_each(|p| kill(*p));
+    left.iter().for_each(|p| procs::sigkill(*p));
     let bucket_record = root.cli(&["records", "show", BUCKET]).output().unwrap();
     assert!(
         !bucket_record.status.success(),
@@ -468,7 +432,7 @@ fn boto3(script: &str, args: &[&str]) -> Value {
     let out = Command::new(python)
         .arg("-c")
         .arg(format!("{prelude}{script}"))
-        .arg(moto())
+        .arg(s3_endpoint())
         .args(args)
         .output()
         .unwrap();
@@ -498,7 +462,7 @@ fn a_saved_plan_that_would_duplicate_a_marked_object_is_refused_and_roles_are_li
         .build()
         .unwrap();
     // Every request of the run passes a proxy that logs it, on its way to moto.
-    let upstream = moto().trim_start_matches("http://").to_string();
+    let upstream = s3_endpoint().trim_start_matches("http://").to_string();
     let proxy = rt.block_on(common::latency_proxy::start(
         upstream,
         std::time::Duration::ZERO,
