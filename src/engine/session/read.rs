@@ -176,10 +176,6 @@ async fn list_plans(
     Ok(listed)
 }
 
-/// Keys of the write log's newest page a read lists: since a compaction there are few, and a
-/// peer's listing costs by the key (1,000 keys, some 270 KB, took 30-90 ms on SeaweedFS in `make bench`).
-const LOG_PAGE_KEYS: usize = 100;
-
 /// Keys per page of a cold read's first listing of the head (`_estate`, `d/`, `o/`), whose size it does not know yet.
 const COLD_HEAD_KEYS: usize = 100;
 
@@ -578,7 +574,7 @@ async fn read_through_log(
         ..ReadStats::default()
     };
     let (log_prefix, whole) = (layout.log_prefix(), KeyRange::default());
-    let page = store.list_range_page(&log_prefix, &whole, LOG_PAGE_KEYS, None);
+    let page = store.list_range_page(&log_prefix, &whole, RANGE_KEYS, None);
     let (image, fetched, page) = match held {
         Held::Unknown => {
             let ((got, version), page) = tokio::join!(fetch_image(store, layout), page);
