@@ -1150,9 +1150,15 @@ fn b3_causes(accounts: &[Value]) -> String {
             )
         })
         .collect();
+    let warm: Vec<String> = accounts
+        .iter()
+        .filter(|a| a["id"].as_str().is_some_and(|id| id.ends_with("/warm")))
+        .map(|a| format!("{} bytes", a["live"]["bytes"]))
+        .collect();
     format!(
-        "\nThe B3 rows on SeaweedFS read through the write log (docs/architecture.md, \"A read\"): a cold read is the image GET and the log's newest page in one round, a warm one the log's page alone, with no listing of the records ({}). What is left is not requests: it is the image's bytes, larger than stock's pretty-printed document (each entry carries its head line and the record's stamps, its log entry's name twice), and the client's CPU after the last byte (decoding every entry and assembling the document, C1's row; stock's side is timed to its GET's last byte, with no parse). Each row's note splits its time.\n",
-        cold.join("; ")
+        "\nThe B3 rows on SeaweedFS read through the write log (docs/architecture.md, \"A read\"): a cold read is the image GET and the log's newest page in one round, a warm one the log's page alone, with no listing of the records ({}). What is left is not requests: it is the image's bytes, larger than stock's pretty-printed document (each entry carries its head line and the record's stamps, its log entry's name twice); the log's page, up to 1,000 entries however old (a compacted estate keeps its entries for the retention), so a warm read's one request was {} here; and the client's CPU after the last byte (decoding every entry and assembling the document, C1's row; stock's side is timed to its GET's last byte, with no parse). Each row's note splits its time.\n",
+        cold.join("; "),
+        warm.join(", ")
     )
 }
 
