@@ -19,6 +19,7 @@
 //! record's content digest, so an entry used needs no second digest. An image of another
 //! format (v1 held SHA-256 and record bytes as stored) is ignored with a warning.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
@@ -104,15 +105,31 @@ pub struct LogMark {
     pub pending: Vec<String>,
 }
 
-#[derive(Serialize, Deserialize)]
-struct EntryHead {
-    key: String,
+/// An entry's head line as written.
+#[derive(Serialize)]
+struct EntryHead<'a> {
+    key: &'a str,
+    version: &'a Version,
+    digest: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rank: Option<&'a InstanceRank>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    log: Option<&'a str>,
+    bytes: usize,
+}
+
+/// An entry's head line as read: its texts borrowed from the image's bytes when they hold no escapes.
+#[derive(Deserialize)]
+struct EntryHeadIn<'a> {
+    #[serde(borrow)]
+    key: Cow<'a, str>,
     version: Version,
-    digest: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(borrow)]
+    digest: Cow<'a, str>,
+    #[serde(default)]
     rank: Option<InstanceRank>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    log: Option<String>,
+    #[serde(default, borrow)]
+    log: Option<Cow<'a, str>>,
     bytes: usize,
 }
 
@@ -133,13 +150,57 @@ pub struct ImageEntry<'a> {
     pub log: Option<&'a str>,
 }
 
+/// A text of an entry's head: where it lies in the image's bytes, or, when the head escaped it, its own.
+#[derive(Clone, Debug)]
+enum Text {
+    /// `data[start..end]`, valid UTF-8 (the head's parser read it there as a string).
+    At { start: usize, end: usize },
+    /// Unescaped from the head.
+    Own(Box<str>),
+}
+
+impl Text {
+    /// `text`, as a place in `data` when it lies there.
+    fn of(text: Cow<'_, str>, data: &[u8]) -> Text {
+        match text {
+            Cow::Borrowed(b) => {
+                let start = (b.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
+                let end = start.saturating_add(b.len());
+                match data.get(start..end) {
+                    Some(there) if there.as_ptr() == b.as_ptr() => Text::At { start, end },
+                    _ => Text::Own(b.into()),
+                }
+            }
+            Cow::Owned(o) => Text::Own(o.into_boxed_str()),
+        }
+    }
+
+    /// The text, read from `data` (the bytes it was found in).
+    fn get<'a>(&'a self, data: &'a [u8]) -> &'a str {
+        match self {
+            // Read there as a string when the image was decoded: it is UTF-8.
+            Text::At { start, end } => std::str::from_utf8(&data[*start..*end]).unwrap_or_default(),
+            Text::Own(own) => own,
+        }
+    }
+
+    /// Its bytes, for ordering (byte order is a string's order).
+    fn bytes<'a>(&'a self, data: &'a [u8]) -> &'a [u8] {
+        match self {
+            Text::At { start, end } => &data[*start..*end],
+            Text::Own(own) => own.as_bytes(),
+        }
+    }
+}
+
+/// One entry of a decoded image: its head's values (texts in the image's bytes) and where its record lies.
 #[derive(Clone, Debug)]
 struct Slot {
-    key: String,
+    key: Text,
     version: Version,
-    digest: String,
+    digest: Text,
     rank: Option<InstanceRank>,
-    log: Option<String>,
+    log: Option<Text>,
     start: usize,
     end: usize,
 }
@@ -194,7 +255,7 @@ impl Image {
             let index = slots.len();
             let bad = |reason: String| ImageError::Entry { index, reason };
             let (head, start) = line(&data, at).ok_or_else(|| bad("no entry line".into()))?;
-            let head: EntryHead =
+            let head: EntryHeadIn =
                 serde_json::from_slice(head).map_err(|e| bad(format!("unreadable: {e}")))?;
             let end = start
                 .checked_add(head.bytes)
@@ -209,18 +270,22 @@ impl Image {
                     )));
                 }
             }
-            if slots.last().is_some_and(|s: &Slot| s.key >= head.key) {
+            if slots
+                .last()
+                .is_some_and(|s: &Slot| s.key.bytes(&data) >= head.key.as_bytes())
+            {
                 return Err(bad(format!("{} is out of key order", head.key)));
             }
-            slots.push(Slot {
-                key: head.key,
+            let slot = Slot {
+                key: Text::of(head.key, &data),
                 version: head.version,
-                digest: head.digest,
+                digest: Text::of(head.digest, &data),
                 rank: head.rank,
-                log: head.log,
+                log: head.log.map(|l| Text::of(l, &data)),
                 start,
                 end,
-            });
+            };
+            slots.push(slot);
             at = end + 1;
         }
         if slots.len() != header.entries {
@@ -255,11 +320,11 @@ impl Image {
         let mut body = Vec::with_capacity(entries.iter().map(|e| e.bytes.len() + 160).sum());
         for e in &entries {
             let head = EntryHead {
-                key: e.key.to_string(),
-                version: e.version.clone(),
-                digest: e.digest.to_string(),
-                rank: e.rank.cloned(),
-                log: e.log.map(str::to_string),
+                key: e.key,
+                version: e.version,
+                digest: e.digest,
+                rank: e.rank,
+                log: e.log,
                 bytes: e.bytes.len(),
             };
             // An entry head has string keys only: serialising cannot fail.
@@ -318,13 +383,22 @@ impl Image {
 
     fn entry<'a>(&'a self, slot: &'a Slot) -> ImageEntry<'a> {
         ImageEntry {
-            key: &slot.key,
+            key: slot.key.get(&self.data),
             version: &slot.version,
-            digest: &slot.digest,
+            digest: slot.digest.get(&self.data),
             rank: slot.rank.as_ref(),
             bytes: &self.data[slot.start..slot.end],
-            log: slot.log.as_deref(),
+            log: slot.log.as_ref().map(|l| l.get(&self.data)),
         }
+    }
+
+    /// The slot of `key`.
+    fn slot_of(&self, key: &str) -> Option<&Slot> {
+        let i = self
+            .slots
+            .binary_search_by(|s| s.key.bytes(&self.data).cmp(key.as_bytes()))
+            .ok()?;
+        self.slots.get(i)
     }
 
     /// What it says of the write log (none: written by an older program).
@@ -334,11 +408,7 @@ impl Image {
 
     /// The entry for `key`, at whatever version it holds.
     pub fn entry_of(&self, key: &str) -> Option<ImageEntry<'_>> {
-        let i = self
-            .slots
-            .binary_search_by(|s| s.key.as_str().cmp(key))
-            .ok()?;
-        Some(self.entry(&self.slots[i]))
+        self.slot_of(key).map(|slot| self.entry(slot))
     }
 
     /// Every entry, in key order.
@@ -348,16 +418,12 @@ impl Image {
 
     /// The keys it holds, in order.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.slots.iter().map(|s| s.key.as_str())
+        self.slots.iter().map(|s| s.key.get(&self.data))
     }
 
     /// The entry for `key`, only when it holds the version the listing gave: never another.
     pub fn entry_at(&self, key: &str, listed: &Version) -> Option<ImageEntry<'_>> {
-        let i = self
-            .slots
-            .binary_search_by(|s| s.key.as_str().cmp(key))
-            .ok()?;
-        let slot = &self.slots[i];
+        let slot = self.slot_of(key)?;
         (slot.version.token == listed.token || cut(Mechanism::ImageVersion))
             .then(|| self.entry(slot))
     }
@@ -625,6 +691,35 @@ mod tests {
                 .entry_at(&l.resource_key("x.c"), &Version::new("\"a\""))
                 .is_none()
         );
+    }
+
+    #[test]
+    fn an_escaped_text_in_an_entry_head_reads_as_its_value() {
+        let l = layout("e");
+        // `\/` is `/` escaped: the head's parser unescapes it into a text of its own.
+        let body = concat!(
+            r#"{"key":"tofu-records\/e/r/x.a","version":{"token":"\"v\""},"digest":"d\u0031","log":"n","bytes":2}"#,
+            "\n{}\n",
+            r#"{"key":"tofu-records/e/r/x.b","version":{"token":"w"},"digest":"d2","bytes":0}"#,
+            "\n\n"
+        );
+        let header = format!(
+            "{{\"estate\":\"e\",\"run_id\":\"r\",\"written_at\":\"t\",\"entries\":2,\"body_crc32\":{}}}",
+            crc32fast::hash(body.as_bytes())
+        );
+        let data = format!("{IMAGE_FORMAT}\n{header}\n{body}").into_bytes();
+        let image = Image::decode(&l, data).unwrap();
+        let a = image
+            .entry_at(&l.resource_key("x.a"), &Version::new("\"v\""))
+            .unwrap();
+        assert_eq!(
+            (a.key, a.digest, a.log, a.bytes),
+            (l.resource_key("x.a").as_str(), "d1", Some("n"), &b"{}"[..])
+        );
+        let b = image.entry_of(&l.resource_key("x.b")).unwrap();
+        assert_eq!((b.digest, b.log), ("d2", None));
+        let keys: Vec<&str> = image.keys().collect();
+        assert_eq!(keys, [l.resource_key("x.a"), l.resource_key("x.b")]);
     }
 
     #[test]

@@ -156,7 +156,13 @@ impl Layout {
 
     /// What `key` holds, or `None` when it lies outside this estate's prefix.
     pub fn classify(&self, key: &str) -> Option<KeyKind> {
-        let rest = key.strip_prefix(&self.prefix())?;
+        // As `key.strip_prefix(&self.prefix())`, without building the prefix (a read classifies every key).
+        let rest = key.strip_prefix(ROOT_PREFIX)?;
+        let rest = if cut(Mechanism::EstatePrefix) {
+            rest
+        } else {
+            rest.strip_prefix(self.estate.as_str())?.strip_prefix('/')?
+        };
         Some(if rest == "_estate" {
             KeyKind::Estate
         } else if rest == "_image" {

@@ -10,9 +10,10 @@ use thiserror::Error;
 
 use crate::cut::{Mechanism, cut};
 use crate::engine::digest::{canonical, value_digest};
-use crate::engine::layout::Layout;
+use crate::engine::layout::{Layout, ROOT_PREFIX};
 use crate::engine::program::ProgramStamp;
 use crate::engine::state::{Instance, InstanceRank, Item, ResourceMeta};
+use crate::store::key::MAX_READABLE_SEGMENT;
 
 /// Format tag of a record.
 pub const RECORD_FORMAT: &str = "choudoufu-live/record/v1";
@@ -306,11 +307,59 @@ fn check_origin(
     })
 }
 
+/// Whether `key` is `layout`'s key of the record `item` holds, building no key when it can
+/// tell without (a read checks every record it decodes, thousands at a time).
+fn belongs_at(item: &Item, key: &str, layout: &Layout) -> bool {
+    let (folder, name) = match item {
+        Item::Resource { address, .. } => ("r/", address.as_str()),
+        Item::Output { name, .. } => ("o/", name.as_str()),
+    };
+    let segment = (!cut(Mechanism::EstatePrefix))
+        .then(|| {
+            key.strip_prefix(ROOT_PREFIX)?
+                .strip_prefix(layout.estate().as_str())?
+                .strip_prefix('/')?
+                .strip_prefix(folder)
+        })
+        .flatten();
+    match segment {
+        Some(segment) if name.len() * 3 <= MAX_READABLE_SEGMENT => escapes_to(name, segment),
+        // A long name's segment may be its digest, and a cut prefix is another: build the key.
+        _ => match item {
+            Item::Resource { .. } => layout.resource_key(name) == key,
+            Item::Output { .. } => layout.output_key(name) == key,
+        },
+    }
+}
+
+/// Whether `segment` is `name` as [`crate::store::key::escape`] writes it (for a name short
+/// enough that its escape is its segment).
+fn escapes_to(name: &str, segment: &str) -> bool {
+    let mut rest = segment.as_bytes();
+    for (i, b) in name.bytes().enumerate() {
+        let plain = b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && i > 0);
+        rest = if plain {
+            match rest.split_first() {
+                Some((&c, tail)) if c == b => tail,
+                _ => return false,
+            }
+        } else {
+            const HEX: &[u8; 16] = b"0123456789ABCDEF";
+            let want = [b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]];
+            match rest.split_at_checked(3) {
+                Some((head, tail)) if head == want => tail,
+                _ => return false,
+            }
+        };
+    }
+    rest.is_empty()
+}
+
 impl Record {
     /// The record, if `key` is the key it belongs at.
     fn placed_at(self, key: &str, layout: &Layout) -> Result<Record, CorruptRecord> {
-        let expected_key = self.key(layout);
-        if expected_key != key {
+        if !belongs_at(&self.item, key, layout) {
+            let expected_key = self.key(layout);
             return Err(CorruptRecord {
                 key: key.to_string(),
                 reason: format!("it names {:?}, whose key is {expected_key}", self.address()),
@@ -395,5 +444,46 @@ impl EstateMeta {
     /// The meta record's bytes.
     pub fn encode(&self) -> Vec<u8> {
         serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::layout::EstateName;
+
+    #[test]
+    fn a_key_is_checked_as_the_key_the_layout_builds() {
+        let l = Layout::new(EstateName::parse("prod").unwrap());
+        let other = Layout::new(EstateName::parse("prod2").unwrap());
+        let long = format!("aws_s3_object.o[\"{}\"]", "k".repeat(80));
+        for address in [
+            "aws_instance.web",
+            "aws_instance.web[3]",
+            "module.net[0].aws_subnet.s[\"a b/é\"]",
+            ".hidden",
+            &long,
+        ] {
+            let item = Item::Output {
+                name: address.to_string(),
+                output: json!({}),
+            };
+            assert!(belongs_at(&item, &l.output_key(address), &l), "{address}");
+            assert!(
+                !belongs_at(&item, &l.resource_key(address), &l),
+                "{address}"
+            );
+            assert!(
+                !belongs_at(&item, &other.output_key(address), &l),
+                "{address}"
+            );
+            assert!(!belongs_at(
+                &item,
+                &format!("{}x", l.output_key(address)),
+                &l
+            ));
+            let shorter = l.output_key(address);
+            assert!(!belongs_at(&item, &shorter[..shorter.len() - 1], &l));
+        }
     }
 }

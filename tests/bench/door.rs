@@ -31,6 +31,11 @@ const B8_THINGS: usize = 10;
 /// B7/aws's parameters, each updated in place by every timed apply (1-3: every start of the
 /// AWS provider costs seconds of CPU and some 0.6 GB).
 const AWS_PARAMETERS: usize = 2;
+/// B8's timed rounds (each of the three ways once a round).
+const B8_ROUNDS: usize = REPEATS;
+/// B7/aws's timed rounds: two, where the other rows have [`REPEATS`] (each apply starts the AWS
+/// provider, seconds of CPU; the three ways' 15 applies were some 10 minutes of `make bench`).
+const AWS_ROUNDS: usize = 2;
 /// What the door says, at info, for each plugin it starts.
 const STARTED: &str = "provider door: started a provider plugin";
 
@@ -273,10 +278,12 @@ impl Compared {
     }
 }
 
-/// Time `rounds` applies on each side (each round runs stock, off, door in turn), then one
-/// sampled apply each. `apply` gives a side's arguments for a round's value; `before` runs
-/// ahead of each apply, untimed (B8's destroy); `pids` gives the pid of each call in a side's
-/// call log so far (`None`: the side has none).
+/// Time `rounds` applies on each side (each round runs stock, off, door in turn); the last
+/// round's applies are also sampled for their process tree's memory (reading /proc every
+/// [`rss::EVERY`], which costs the apply little), so no apply runs only to be sampled.
+/// `apply` gives a side's arguments for a round's value; `before` runs ahead of each apply,
+/// untimed (B8's destroy); `pids` gives the pid of each call in a side's call log so far
+/// (`None`: the side has none).
 fn measure(
     sides: &[Side],
     proxy: &latency_proxy::Proxy,
@@ -297,18 +304,21 @@ fn measure(
             let from = pids(side).map_or(0, |p| p.len());
             proxy.reset();
             let t = Instant::now();
-            side.ok(&crate::args(&args));
+            let peak = if round + 1 == rounds {
+                Some(side.sampled(&crate::args(&args)).1)
+            } else {
+                side.ok(&crate::args(&args));
+                None
+            };
             let took = t.elapsed().as_secs_f64();
             let m = got.of_mut(side.way);
             m.times.push(took);
             m.calls = proxy.take();
             m.serving = pids(side).map(|p| p[from..].iter().collect::<BTreeSet<_>>().len());
+            if let Some(peak) = peak {
+                m.peak = peak;
+            }
         }
-    }
-    for side in sides {
-        before(side);
-        let (_, peak) = side.sampled(&crate::args(&apply(side, "rss")));
-        got.of_mut(side.way).peak = peak;
     }
     got
 }
@@ -364,7 +374,7 @@ fn push_rows(
         got.door.peak.rss_mib(),
     );
     rows.push(json!({"id": format!("{id}/rss"), "what": format!("peak RSS (MiB) of one {id} apply's process tree (terraform, run, the provider plugins), summed over the tree as sampled every {} ms, through `run` with the door, against stock", rss::EVERY.as_millis()), "stock": mib(&got.stock), "live": mib(&got.door), "ratio": d / s, "goal": "reported", "met": Value::Null,
-        "note": format!("one sampled apply each, after the timed ones: {}; without the door {:.2}x of stock ({o:.0} MiB)", got.memory(), o / s)}));
+        "note": format!("sampled in each way's last timed apply: {}; without the door {:.2}x of stock ({o:.0} MiB)", got.memory(), o / s)}));
     accounts.extend(got.accounts(id));
 }
 
@@ -443,7 +453,7 @@ pub async fn b8(rows: &mut Vec<Value>, accounts: &mut Vec<Value>) {
         );
     };
     let pids = |side: &Side| Some(cdf_of(side).calls().iter().map(|c| c.pid).collect());
-    let got = measure(&sides, &proxy, REPEATS, &apply, &before, &pids);
+    let got = measure(&sides, &proxy, B8_ROUNDS, &apply, &before, &pids);
     for (side, cdf) in sides.iter().zip(&providers) {
         assert_eq!(
             cdf.objects().len(),
@@ -516,7 +526,7 @@ pub async fn b7_aws(rows: &mut Vec<Value>, accounts: &mut Vec<Value>) {
     for side in &sides {
         side.first(&crate::args(&apply(side, "first")));
     }
-    let got = measure(&sides, &proxy, REPEATS, &apply, &|_| {}, &|_| None);
+    let got = measure(&sides, &proxy, AWS_ROUNDS, &apply, &|_| {}, &|_| None);
     let split = aws_split(&sides[0], &apply(&sides[0], "split"));
     push_rows(
         rows,
