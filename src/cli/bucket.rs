@@ -136,6 +136,10 @@ fn verdict(report: &SafetyReport, after_setup: bool) -> i32 {
                 c.setting, c.found, c.fix
             ),
             CheckStatus::Unchecked => println!("??    {}: {}\n      {}", c.setting, c.found, c.fix),
+            CheckStatus::Warn => println!(
+                "warn  {}: found {}\n      fix: {}",
+                c.setting, c.found, c.fix
+            ),
         }
     }
     let unchecked = report
