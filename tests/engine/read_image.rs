@@ -759,6 +759,86 @@ async fn a_log_past_the_page_bound_is_compacted(kind: Kind) {
     assert_eq!(as_plain(&read.snapshot), plain_read(&f.store, &l).await);
 }
 
+/// The claim: an estate whose workspace was deleted (its records, then its estate record) and
+/// made again under the same name after the image was written is read through the log with its
+/// new estate record (the new lineage), not the image's.
+async fn an_estate_made_again_is_read_with_its_new_lineage(kind: Kind) {
+    let f = Fixture::new(kind, "img-estate").await;
+    let l = layout("imgestate");
+    // Short figures, so the emptied workspace's entries soon lie before a new image's watermark
+    // and past its pending lifetime (10 s); the skew limit (3 s) is above the local store's 2 s.
+    let timing = Timing {
+        margin: Duration::from_secs(6),
+        stall: Duration::from_secs(3),
+        in_flight: Duration::from_secs(1),
+        ..Timing::default()
+    };
+    seed(&f.store, &l, 60, "a").await;
+    Session::new(f.store.clone(), l.clone(), run())
+        .with_timing(timing)
+        .refresh()
+        .await
+        .unwrap();
+    assert!(f.store.get(&l.image_key()).await.unwrap().is_some());
+    // The workspace is emptied, imaged again, and its estate record deleted, as the plugin's
+    // DeleteState does.
+    let gone = Session::open(f.store.clone(), l.clone(), run())
+        .await
+        .unwrap();
+    let empty = json!({"version": 4, "terraform_version": "1.11.4", "serial": 2,
+        "lineage": "l-img", "outputs": {}, "resources": []});
+    gone.write_state(&serde_json::to_vec(&empty).unwrap())
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    // A reader finds more changed since the image than the bound, and writes a new one.
+    Session::new(f.store.clone(), l.clone(), run())
+        .with_timing(timing)
+        .refresh()
+        .await
+        .unwrap();
+    let image = Image::decode(
+        &l,
+        f.store.get(&l.image_key()).await.unwrap().unwrap().bytes,
+    )
+    .unwrap();
+    assert!(image.entry_of(&l.estate_key()).is_some());
+    let (_, version) = gone.snapshot().await.estate.expect("the estate record");
+    gone.delete_estate(&version).await.unwrap();
+    // The same name again, with a new lineage.
+    let mut again: Value = serde_json::from_slice(&doc(3, "new")).unwrap();
+    again["lineage"] = json!("l-again");
+    Session::open(f.store.clone(), l.clone(), run())
+        .await
+        .unwrap()
+        .write_state(&serde_json::to_vec(&again).unwrap())
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    let sources = Sources {
+        timing,
+        ..Sources::default()
+    };
+    let read = read_estate(&f.store, &l, PARALLEL, "test", sources)
+        .await
+        .unwrap();
+    assert!(read.stats.log_pages > 0, "{kind:?}: {:?}", read.stats);
+    let (meta, _) = read.snapshot.estate.as_ref().expect("an estate record");
+    assert_eq!(
+        meta.lineage, "l-again",
+        "{kind:?}: read with the deleted estate record"
+    );
+    assert_eq!(as_plain(&read.snapshot), plain_read(&f.store, &l).await);
+}
+
+testkit::per_kind!(
+    local_estate => Local, s3_estate => S3;
+    [an_estate_made_again_is_read_with_its_new_lineage]
+);
+
 testkit::per_kind!(
     local_bound => Local, s3_bound => S3;
     [a_log_past_the_page_bound_is_compacted]
