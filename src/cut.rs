@@ -99,8 +99,6 @@ pub enum Mechanism {
     LogPending,
     /// The S3 lifecycle rule expiring write log entries, and their tag (cut: neither is set).
     LogLifecycle,
-    /// The estate record's create and delete making their write log entries (cut: they make none).
-    LogEstate,
     /// `run` writing, after terraform exits, the state whose write failed for a store error.
     Flush,
     /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
@@ -196,7 +194,6 @@ impl Mechanism {
         Mechanism::LogPages,
         Mechanism::LogPending,
         Mechanism::LogLifecycle,
-        Mechanism::LogEstate,
         Mechanism::LineageCheck,
         Mechanism::MigrateOut,
         Mechanism::OutputReconcile,
@@ -281,7 +278,6 @@ impl Mechanism {
             Mechanism::LogPages => "log-pages",
             Mechanism::LogPending => "log-pending",
             Mechanism::LogLifecycle => "log-lifecycle",
-            Mechanism::LogEstate => "log-estate",
             Mechanism::Flush => "flush",
             Mechanism::FlushBase => "flush-base",
             Mechanism::RecoveryFile => "recovery-file",

@@ -225,8 +225,6 @@ pub enum Target {
     Output,
     /// `d/`: a default provider.
     Provider,
-    /// `_estate`: the estate record (its create, and its delete with the workspace).
-    Estate,
 }
 
 impl Target {
@@ -236,7 +234,6 @@ impl Target {
             KeyKind::Resource => Some(Target::Resource),
             KeyKind::Output => Some(Target::Output),
             KeyKind::Provider => Some(Target::Provider),
-            KeyKind::Estate => Some(Target::Estate),
             _ => None,
         }
     }
@@ -246,7 +243,6 @@ impl Target {
             Target::Resource => 'r',
             Target::Output => 'o',
             Target::Provider => 'd',
-            Target::Estate => 'e',
         }
     }
 
@@ -255,7 +251,6 @@ impl Target {
             'r' => Target::Resource,
             'o' => Target::Output,
             'd' => Target::Provider,
-            'e' => Target::Estate,
             _ => return None,
         })
     }
@@ -340,7 +335,6 @@ impl LogEntry {
             Target::Resource => "r",
             Target::Output => "o",
             Target::Provider => "d",
-            Target::Estate => return layout.estate_key(),
         };
         format!("{}{folder}/{}", layout.prefix(), self.segment)
     }
@@ -378,9 +372,6 @@ impl LogEntry {
         };
         if segment.is_empty() || segment.contains('/') {
             return Err(bad("the record's segment is empty or holds a `/`"));
-        }
-        if (target == Target::Estate) != (segment == "_estate") {
-            return Err(bad("only the estate record's entry names `_estate`"));
         }
         let count: u64 = count.parse().map_err(|_| bad("the time is too large"))?;
         let nanos = COUNTDOWN
@@ -523,9 +514,6 @@ mod tests {
         assert_eq!(e.record_key(&l), long);
         let out = LogEntry::new(&l, at(0), "r", 1, LogOp::Create, &l.output_key("o")).unwrap();
         assert_eq!(out.record_key(&l), l.output_key("o"));
-        let estate = LogEntry::new(&l, at(0), "r", 2, LogOp::Delete, &l.estate_key()).unwrap();
-        assert_eq!(estate.record_key(&l), l.estate_key());
-        assert_eq!(LogEntry::parse(&l, &estate.key(&l)), Ok(estate));
         assert!(LogEntry::new(&l, at(0), "r", 1, LogOp::Create, &l.pending_key("x")).is_none());
         let body: serde_json::Value = serde_json::from_slice(&old.body(&l, "run-1")).unwrap();
         assert_eq!(body["key"], key.as_str());
@@ -553,8 +541,6 @@ mod tests {
             format!("{p}0000000000000000001-0a1b2c3d-000001-zr+x"),
             format!("{p}0000000000000000001-0a1b2c3d-000001-ur+"),
             format!("{p}0000000000000000001-nothex!!-000001-ur+x"),
-            format!("{p}0000000000000000001-0a1b2c3d-000001-ce+x"),
-            format!("{p}0000000000000000001-0a1b2c3d-000001-cr+_estate"),
             l.resource_key("x"),
         ] {
             assert!(LogEntry::parse(&l, &bad).is_err(), "{bad}");

@@ -721,15 +721,10 @@ async fn read_through_log(
     named.retain(|k, _| {
         matches!(
             layout.classify(k),
-            Some(KeyKind::Estate | KeyKind::Resource | KeyKind::Output)
+            Some(KeyKind::Resource | KeyKind::Output)
         )
     });
-    let estate_key = layout.estate_key();
     let pick = |key: &str, entries: &[LogEntry]| {
-        // The estate record carries no entry's name: while the log names it, it is fetched.
-        if key == estate_key {
-            return Pick::Fetch;
-        }
         let all = |seen: Seen<'_>| entries.iter().all(|e| holds(e, seen));
         if let Some(prior) = sources.prior {
             let seen = match prior.records.get(key) {
@@ -890,7 +885,7 @@ async fn log_mark(
         let record_key = entry.record_key(layout);
         if !matches!(
             layout.classify(&record_key),
-            Some(KeyKind::Estate | KeyKind::Resource | KeyKind::Output)
+            Some(KeyKind::Resource | KeyKind::Output)
         ) {
             continue;
         }
@@ -898,9 +893,7 @@ async fn log_mark(
             Some(Decoded::Record(e)) => Seen::Present {
                 carries: e.record.writer.log.as_deref(),
             },
-            // The estate record carries no entry's name: its create stays pending.
-            Some(Decoded::Estate(..)) => Seen::Present { carries: None },
-            None => Seen::Absent,
+            Some(Decoded::Estate(..)) | None => Seen::Absent,
         };
         if fate(&entry, seen, listing_started, timing) == Fate::Pending
             && !cut(Mechanism::LogPending)

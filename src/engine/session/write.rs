@@ -239,10 +239,6 @@ impl Session {
             created_by: self.run.program.clone(),
         };
         let bytes = meta.encode();
-        // Its entry first, so a reader through the log fetches it instead of an image's older one.
-        if !cut(Mechanism::LogEstate) {
-            self.log.before_write(LogOp::Create, &key).await?;
-        }
         match store::put_conditional(self.store.as_ref(), &key, &bytes, &Precondition::Absent)
             .await?
         {
@@ -259,16 +255,6 @@ impl Session {
                 .into()),
             },
         }
-    }
-
-    /// Delete the estate record read at `version` (a workspace with no records), its log entry
-    /// first: an estate made again under the same name is then never read with this one.
-    pub async fn delete_estate(&self, version: &Version) -> Result<WriteOutcome<()>, SessionError> {
-        let key = self.layout.estate_key();
-        if !cut(Mechanism::LogEstate) {
-            self.log.before_write(LogOp::Delete, &key).await?;
-        }
-        Ok(self.store.delete(&key, version).await?)
     }
 
     async fn apply(&self, op: Op) -> Result<Done, SessionError> {

@@ -638,10 +638,11 @@ impl Provider for StateStoreProvider {
                 ),
             ));
         }
-        if let Some((_, version)) = snapshot.estate
-            && let Err(e) = session.delete_estate(&version).await
-        {
-            return reply(session_error(&e));
+        if let Some((_, version)) = snapshot.estate {
+            let key = session.layout().estate_key();
+            if let Err(e) = c.store.delete(&key, &version).await {
+                return reply(error("Record store error", &e.to_string()));
+            }
         }
         c.sessions.lock().await.remove(&req.state_id);
         reply(vec![])
