@@ -93,6 +93,12 @@ pub enum Mechanism {
     LogTrust,
     /// A new image's sweep of the write log entries older than the retention.
     LogSweep,
+    /// Listing the write log past its first page, down to the image's watermark (cut: such a read lists the whole estate).
+    LogPages,
+    /// A new image naming the entries whose write may still land (cut: it names none).
+    LogPending,
+    /// The S3 lifecycle rule expiring write log entries, and their tag (cut: neither is set).
+    LogLifecycle,
     /// `run` writing, after terraform exits, the state whose write failed for a store error.
     Flush,
     /// That write made against the versions the run read (cut: against a fresh read, as `state push` would).
@@ -189,6 +195,9 @@ impl Mechanism {
         Mechanism::LogRead,
         Mechanism::LogTrust,
         Mechanism::LogSweep,
+        Mechanism::LogPages,
+        Mechanism::LogPending,
+        Mechanism::LogLifecycle,
         Mechanism::LineageCheck,
         Mechanism::MigrateOut,
         Mechanism::OutputReconcile,
@@ -272,6 +281,9 @@ impl Mechanism {
             Mechanism::LogRead => "log-read",
             Mechanism::LogTrust => "log-trust",
             Mechanism::LogSweep => "log-sweep",
+            Mechanism::LogPages => "log-pages",
+            Mechanism::LogPending => "log-pending",
+            Mechanism::LogLifecycle => "log-lifecycle",
             Mechanism::Flush => "flush",
             Mechanism::FlushBase => "flush-base",
             Mechanism::RecoveryFile => "recovery-file",

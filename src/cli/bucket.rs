@@ -18,12 +18,12 @@ use crate::store::{RecordStore, StoreSettings};
 pub enum BucketCommand {
     /// Report each safety setting; exit 0 when none fails, 1 otherwise.
     #[command(
-        long_about = "Report each safety setting of the record store the root's live block names; exit 0 when none fails, 1 otherwise.\n\ns3: versioning, a lifecycle rule expiring noncurrent versions, the public access block.\nazurerm: blob soft delete or versioning, the container's public access, HTTPS; the account's \"allow blob public access\" and \"secure transfer required\" are management-plane settings no data-plane call reads: they are shown as unchecked, with the `az` command that checks them.\ngcs: object versioning, a lifecycle rule deleting noncurrent generations (and none deleting live records), public access prevention, uniform bucket-level access.\nlocal: nothing to check (a folder keeps no versions).\n\nThe same check runs before each run's first write, which is refused (UnsafeRecordStore) while a setting fails, unless skip_bucket_checks = true. A store that cannot be reached, or whose settings cannot be read, is reported as \"could not be checked\" (exit 1), never as unsafe; a run's check that could not be made is made again before its next write."
+        long_about = "Report each safety setting of the record store the root's live block names; exit 0 when none fails, 1 otherwise.\n\ns3: versioning, a lifecycle rule expiring noncurrent versions, the public access block; and the write log's rule expiring entries tagged tofu-log=entry (missing: a warning, since the sweep still expires them; one expiring them before 7 days: a failure).\nazurerm: blob soft delete or versioning, the container's public access, HTTPS; the account's \"allow blob public access\" and \"secure transfer required\" are management-plane settings no data-plane call reads: they are shown as unchecked, with the `az` command that checks them.\ngcs: object versioning, a lifecycle rule deleting noncurrent generations (and none deleting live records), public access prevention, uniform bucket-level access.\nlocal: nothing to check (a folder keeps no versions).\n\nThe same check runs before each run's first write, which is refused (UnsafeRecordStore) while a setting fails, unless skip_bucket_checks = true. A store that cannot be reached, or whose settings cannot be read, is reported as \"could not be checked\" (exit 1), never as unsafe; a run's check that could not be made is made again before its next write."
     )]
     Check,
     /// Apply what is missing (idempotent; other lifecycle rules and access policies are kept).
     #[command(
-        long_about = "Apply the safety settings that are missing, idempotently: settings already right are left alone, the bucket's other lifecycle rules and the container's stored access policies are kept.\n\ns3: turns versioning on, adds a rule expiring noncurrent versions after 90 days, puts a public access block with all four settings on.\nazurerm: turns blob soft delete on (90 days) and makes the container private; versioning, \"allow blob public access\" and \"secure transfer required\" are account (ARM) settings: it prints the `az` command for each.\ngcs: turns object versioning on, adds a rule deleting noncurrent generations after 90 days, enforces public access prevention and uniform bucket-level access (one PATCH).\n\nThen it checks again and exits 0 when none fails, 1 otherwise."
+        long_about = "Apply the safety settings that are missing, idempotently: settings already right are left alone, the bucket's other lifecycle rules and the container's stored access policies are kept.\n\ns3: turns versioning on, adds a rule expiring noncurrent versions after 90 days, puts a public access block with all four settings on, adds a rule expiring write log entries (tagged tofu-log=entry) after 7 days.\nazurerm: turns blob soft delete on (90 days) and makes the container private; versioning, \"allow blob public access\" and \"secure transfer required\" are account (ARM) settings: it prints the `az` command for each.\ngcs: turns object versioning on, adds a rule deleting noncurrent generations after 90 days, enforces public access prevention and uniform bucket-level access (one PATCH).\n\nThen it checks again and exits 0 when none fails, 1 otherwise."
     )]
     Setup,
 }
@@ -136,6 +136,10 @@ fn verdict(report: &SafetyReport, after_setup: bool) -> i32 {
                 c.setting, c.found, c.fix
             ),
             CheckStatus::Unchecked => println!("??    {}: {}\n      {}", c.setting, c.found, c.fix),
+            CheckStatus::Warn => println!(
+                "warn  {}: found {}\n      fix: {}",
+                c.setting, c.found, c.fix
+            ),
         }
     }
     let unchecked = report

@@ -500,6 +500,8 @@ mod tests {
             assert_eq!(LogEntry::parse(&l, &e.key(&l)).as_ref(), Ok(e));
             assert_eq!(e.record_key(&l), key);
             assert_eq!(l.classify(&e.key(&l)), Some(KeyKind::Log));
+            assert!(crate::store::key::is_log_entry(&e.key(&l)), "S3 tags it");
+            assert!(!crate::store::key::is_log_entry(&e.record_key(&l)));
             assert!(e.name().len() <= 240);
         }
         assert_eq!(old.at(), at(0));
@@ -576,6 +578,9 @@ mod tests {
         assert!(!t.trusts(at(0), at(0) + Duration::from_secs(6 * 24 * 3600)));
         assert!(!t.is_stalled(at(0), at(60)));
         assert!(t.is_stalled(at(0), at(61)));
+        // The S3 lifecycle rule expires entries no sooner than the retention.
+        let days = u64::try_from(crate::store::s3::bucket::LOG_EXPIRY_DAYS).unwrap();
+        assert_eq!(RETENTION, Duration::from_secs(days * 24 * 3600));
         let short = Timing {
             retention: Duration::from_secs(10),
             ..t

@@ -94,6 +94,9 @@ pub enum CheckStatus {
     Pass,
     /// It is not: runs refuse to write.
     Fail,
+    /// It is not as this program would set it, but nothing is at risk: runs write, and
+    /// `bucket check` says what is missing.
+    Warn,
     /// No call this program can make reads it (an Azure account's management-plane setting):
     /// it neither passes nor fails the guard; the fix names the command that checks it.
     Unchecked,

@@ -72,6 +72,21 @@ pub fn name_of(key: &str) -> String {
     unescape(last).unwrap_or_else(|| key.to_string())
 }
 
+/// The folder of an estate's write log entries: `tofu-records/<estate>/wlog/...`.
+pub const LOG_FOLDER: &str = "wlog";
+
+/// Whether `key` is a write log entry of some estate: `tofu-records/<estate>/wlog/<name>`.
+pub fn is_log_entry(key: &str) -> bool {
+    let Some(rest) = key.strip_prefix(ROOT_PREFIX) else {
+        return false;
+    };
+    let mut parts = rest.splitn(3, '/');
+    matches!(
+        (parts.next(), parts.next(), parts.next()),
+        (Some(estate), Some(LOG_FOLDER), Some(name)) if !estate.is_empty() && !name.is_empty()
+    )
+}
+
 /// The estate a key belongs to: `tofu-records/<estate>/...`.
 pub fn estate_of(key: &str) -> Option<&str> {
     let rest = key.strip_prefix(ROOT_PREFIX)?;
@@ -91,6 +106,10 @@ mod tests {
         );
         assert_eq!(estate_of("tofu-records/prod/r/a"), Some("prod"));
         assert_eq!(estate_of("other/prod"), None);
+        assert!(is_log_entry("tofu-records/prod/wlog/0001-x"));
+        assert!(!is_log_entry("tofu-records/prod/r/wlog"));
+        assert!(!is_log_entry("tofu-records/prod/wlog/"));
+        assert!(!is_log_entry("tofu-records//wlog/x"));
     }
 
     #[test]

@@ -13,11 +13,12 @@ use std::time::Duration;
 
 use choudoufu_live::engine::image::Image;
 use choudoufu_live::engine::layout::{EstateName, KeyKind, Layout};
+use choudoufu_live::engine::log_writer::LogWriter;
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::read_cache::ReadCache;
 use choudoufu_live::engine::record::{EstateMeta, Record};
 use choudoufu_live::engine::session::{Instant, RunInfo, Session, Snapshot, Sources, read_estate};
-use choudoufu_live::engine::write_log::{Offset, OffsetClock, Timing};
+use choudoufu_live::engine::write_log::{LogOp, Offset, OffsetClock, Timing};
 use choudoufu_live::store::azure::AzureStore;
 use choudoufu_live::store::gcs::GcsStore;
 use choudoufu_live::store::local::LocalStore;
@@ -636,9 +637,137 @@ async fn readers_racing_writers_miss_no_write(kind: Kind) {
     );
 }
 
+/// Change `address`'s input to `value` through a session's record write (its entry first).
+async fn change(store: &DynStore, l: &Layout, address: &str, value: &str) {
+    let writer = Session::open(store.clone(), l.clone(), run())
+        .await
+        .unwrap();
+    let (meta, mut instance) = writer.instance_of(address).await.unwrap();
+    instance["attributes"]["input"] = input(value);
+    writer
+        .write_instant(Instant::Put {
+            address: address.into(),
+            meta,
+            instance,
+            terraform_version: None,
+        })
+        .await
+        .unwrap();
+}
+
+/// `count` write log entries naming r2..r6, as writers that stopped before their record write
+/// leave them (`at_once` made at once).
+async fn bulk_entries(store: &DynStore, l: &Layout, count: usize, at_once: usize) {
+    let log = LogWriter::new(store.clone(), l.clone(), "bulk-run");
+    let keys: Vec<String> = (0..count)
+        .map(|i| l.resource_key(&format!("terraform_data.r{}", 2 + i % 5)))
+        .collect();
+    let made: Vec<_> = futures::stream::iter(&keys)
+        .map(|k| log.log(LogOp::Update, k))
+        .buffer_unordered(at_once)
+        .collect()
+        .await;
+    for m in made {
+        m.unwrap();
+    }
+}
+
+/// The claim: a write log longer than one page since the image (1,100 entries after it) is
+/// listed on after the page's last key down to the watermark, and the read goes through it: no
+/// full listing, and a write whose entry is on the second page is read at its new version.
+async fn a_log_longer_than_a_page_is_listed_to_the_watermark(kind: Kind) {
+    let f = Fixture::new(kind, "img-pages").await;
+    let l = layout("imgpages");
+    seed(&f.store, &l, 60, "a").await;
+    Session::new(f.store.clone(), l.clone(), run())
+        .refresh()
+        .await
+        .unwrap();
+    // The oldest entry after the image: a real write of r1, then 1,100 newer entries.
+    change(&f.store, &l, "terraform_data.r1", "on the second page").await;
+    // gcp-storage-emulator serves few connections at once.
+    let at_once = if matches!(kind, Kind::Gcs) { 2 } else { 16 };
+    bulk_entries(&f.store, &l, 1100, at_once).await;
+    let read = cold_read(&f.store, &l).await;
+    assert_eq!(
+        as_plain(&read.snapshot),
+        plain_read(&f.store, &l).await,
+        "{kind:?}: the read through a long log differs from the store"
+    );
+    let r1 = &read.snapshot.records[&l.resource_key("terraform_data.r1")];
+    assert_eq!(
+        r1.record.instance().unwrap()["attributes"]["input"]["value"],
+        "on the second page"
+    );
+    // gcp-storage-emulator ignores maxResults: its one page holds every entry.
+    let pages = if matches!(kind, Kind::Gcs) { 1 } else { 2 };
+    assert_eq!(
+        (read.stats.log_pages, read.stats.fetched),
+        (pages, 6),
+        "{kind:?}: not read through the log's {pages} pages: {:?}",
+        read.stats
+    );
+    assert!(read.refresh.is_none(), "{kind:?}: {:?}", read.stats);
+}
+
+/// A log longer than the pages a read lists (here pages of 100 entries, 2 pages for 60 records)
+/// is read by the full listing, which writes a new image whose watermark lies past those entries:
+/// the next read lists one page of the log again.
+async fn a_log_past_the_page_bound_is_compacted(kind: Kind) {
+    let f = Fixture::new(kind, "img-bound").await;
+    let l = layout("imgbound");
+    let small = small_pages(&f, 100).await;
+    // A short margin whose skew limit (3 s) is still above the local store's 2 s resolution.
+    let timing = Timing {
+        margin: Duration::from_secs(6),
+        ..Timing::default()
+    };
+    seed(&small, &l, 60, "a").await;
+    Session::new(small.clone(), l.clone(), run())
+        .with_timing(timing)
+        .refresh()
+        .await
+        .unwrap();
+    change(&small, &l, "terraform_data.r1", "changed").await;
+    bulk_entries(&small, &l, 250, 16).await;
+    let before = small.get(&l.image_key()).await.unwrap().unwrap().version;
+    let sources = Sources {
+        timing,
+        ..Sources::default()
+    };
+    let long = read_estate(&small, &l, PARALLEL, "test", sources.clone())
+        .await
+        .unwrap();
+    assert_eq!(long.stats.log_pages, 0, "{kind:?}: {:?}", long.stats);
+    assert!(
+        long.refresh.is_none(),
+        "{kind:?}: entries younger than the margin: a new image would not shorten the log"
+    );
+    // Past the margin, the read that falls back writes a new image.
+    tokio::time::sleep(Duration::from_millis(6100)).await;
+    Session::new(small.clone(), l.clone(), run())
+        .with_timing(timing)
+        .refresh()
+        .await
+        .unwrap();
+    let after = small.get(&l.image_key()).await.unwrap().unwrap().version;
+    assert_ne!(before.token, after.token, "{kind:?}: no new image");
+    let read = read_estate(&small, &l, PARALLEL, "test", sources)
+        .await
+        .unwrap();
+    assert_eq!(read.stats.log_pages, 1, "{kind:?}: {:?}", read.stats);
+    assert_eq!(as_plain(&read.snapshot), plain_read(&f.store, &l).await);
+}
+
+testkit::per_kind!(
+    local_bound => Local, s3_bound => S3;
+    [a_log_past_the_page_bound_is_compacted]
+);
+
 testkit::per_kind!(
     local => Local, s3 => S3, azurerm => Azure, gcs => Gcs;
     [
+        a_log_longer_than_a_page_is_listed_to_the_watermark,
         a_cold_read_through_the_image_is_a_plain_read,
         an_image_older_than_the_logs_trust_falls_back_to_the_full_listing,
         readers_racing_writers_miss_no_write,
@@ -737,7 +866,8 @@ async fn a_warm_read_uses_the_roots_copy_of_the_image() {
         .unwrap();
     assert!(!read.stats.image_fetched, "{:?}", read.stats);
     assert_eq!((read.stats.from_image, read.stats.fetched), (1203, 0));
-    assert_eq!(read.stats.ranges, 3, "the head and two ranges of resources");
+    // The seed's 1,203 entries are newer than the image's watermark: two pages of the log.
+    assert_eq!(read.stats.log_pages, 2, "{:?}", read.stats);
     assert_eq!(as_plain(&read.snapshot), plain_read(&store, &l).await);
 
     // A damaged copy is ignored with nothing lost: the stored image is fetched instead.

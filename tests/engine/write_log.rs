@@ -8,14 +8,19 @@ use testkit as common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use choudoufu_live::engine::image::Image;
 use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::log_writer::{ClockCheckError, LogWriteError, LogWriter};
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::record::Record;
 use choudoufu_live::engine::record_writes::{self, Outcome, RecordWrite, WriteOp};
 use choudoufu_live::engine::session::{Instant, RunInfo, Session, SessionError};
+use choudoufu_live::engine::session::{Sources, read_estate};
 use choudoufu_live::engine::write_log::{LogEntry, LogOp, Offset, OffsetClock, Timing};
-use choudoufu_live::store::{DynStore, KeyRange, list_all};
+use choudoufu_live::store::{
+    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreError, StoreKind,
+    StoreTime, Stored, Version, VersionListing, WriteOutcome, list_all,
+};
 use common::{Fixture, Kind};
 use serde_json::{Value, json};
 
@@ -361,6 +366,159 @@ async fn a_new_image_sweeps_expired_entries(kind: Kind) {
         "{kind:?}: only the entry younger than the retention is left"
     );
 }
+
+/// A real store whose writes of one key wait, once, until released: a record write in flight
+/// (its entry made) while others read and compact.
+#[derive(Debug)]
+struct HeldWrite {
+    inner: DynStore,
+    key: String,
+    held: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+    once: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl RecordStore for HeldWrite {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn kind(&self) -> StoreKind {
+        self.inner.kind()
+    }
+    async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
+        self.inner.get(key).await
+    }
+    async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
+        self.inner.list_page(prefix, token).await
+    }
+    async fn put(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        precondition: &Precondition,
+    ) -> Result<WriteOutcome<Version>, StoreError> {
+        if key == self.key && self.once.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.held.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.put(key, bytes, precondition).await
+    }
+    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
+        self.inner.delete(key, expected).await
+    }
+    async fn list_versions(&self, prefix: &str) -> Result<VersionListing, StoreError> {
+        self.inner.list_versions(prefix).await
+    }
+    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError> {
+        self.inner.get_version(key, version_id).await
+    }
+    async fn store_time(&self, key: &str) -> Result<StoreTime, StoreError> {
+        self.inner.store_time(key).await
+    }
+    fn range_start(&self) -> RangeStart {
+        self.inner.range_start()
+    }
+    async fn list_range_page(
+        &self,
+        prefix: &str,
+        range: &KeyRange,
+        limit: usize,
+        token: Option<String>,
+    ) -> Result<Page, StoreError> {
+        self.inner
+            .list_range_page(prefix, range, limit, token)
+            .await
+    }
+}
+
+/// The claim: a record write whose log entry a compacting read lists, but which lands after that
+/// read listed the records (its write held in flight past the margin), is still seen by the
+/// next reader through the log: the new image names the entry as pending, though it is older
+/// than the image's watermark.
+async fn a_write_landing_after_compaction_is_seen_through_pending(kind: Kind) {
+    let f = Fixture::new(kind, "pending").await;
+    let l = layout("pending");
+    // A short margin whose skew limit (3 s) is above the local store's 2 s resolution.
+    let timing = Timing {
+        margin: Duration::from_secs(6),
+        ..Timing::default()
+    };
+    Session::new(f.store.clone(), l.clone(), run())
+        .write_state(&doc(60))
+        .await
+        .unwrap()
+        .into_result()
+        .unwrap();
+    let key = l.resource_key("terraform_data.r5");
+    let held = Arc::new(HeldWrite {
+        inner: f.store.clone(),
+        key: key.clone(),
+        held: Arc::default(),
+        release: Arc::default(),
+        once: true.into(),
+    });
+    let writer = Session::open(held.clone(), l.clone(), run())
+        .await
+        .unwrap()
+        .with_timing(timing);
+    let (meta, mut instance) = writer.instance_of("terraform_data.r5").await.unwrap();
+    instance["attributes"]["input"] = common::state::input("landed late");
+    let write = tokio::spawn(async move {
+        writer
+            .write_instant(Instant::Put {
+                address: "terraform_data.r5".into(),
+                meta,
+                instance,
+                terraform_version: None,
+            })
+            .await
+    });
+    held.held.notified().await;
+    let entry = entries(&f.store, &l)
+        .await
+        .into_iter()
+        .find(|e| e.record_key(&l) == key && e.op == LogOp::Update)
+        .expect("the entry is made before the record write");
+    // Past the margin, the image is lost and the next read compacts: its watermark lies past the
+    // entry, whose record write has not landed.
+    tokio::time::sleep(Duration::from_millis(6500)).await;
+    if let Some(image) = f.store.get(&l.image_key()).await.unwrap() {
+        f.store
+            .delete(&l.image_key(), &image.version)
+            .await
+            .unwrap();
+    }
+    Session::new(f.store.clone(), l.clone(), run())
+        .with_timing(timing)
+        .refresh()
+        .await
+        .unwrap();
+    let stored = f.store.get(&l.image_key()).await.unwrap();
+    let image = Image::decode(&l, stored.expect("the compaction wrote an image").bytes).unwrap();
+    let mark = image.log().expect("a watermark");
+    assert!(
+        mark.from > entry.at(),
+        "{kind:?}: the entry is older than the watermark"
+    );
+    held.release.notify_one();
+    write.await.unwrap().unwrap();
+    let read = read_estate(&f.store, &l, 32, "test", Sources::default())
+        .await
+        .unwrap();
+    assert_eq!(read.stats.log_pages, 1, "{kind:?}: {:?}", read.stats);
+    let r5 = &read.snapshot.records[&key];
+    assert_eq!(
+        r5.record.instance().unwrap()["attributes"]["input"]["value"],
+        "landed late",
+        "{kind:?}: the write that landed after the compaction was missed"
+    );
+}
+
+testkit::per_kind!(
+    local_pending => Local, s3_pending => S3;
+    [a_write_landing_after_compaction_is_seen_through_pending]
+);
 
 testkit::per_kind!(
     local => Local, s3 => S3, azurerm => Azure, gcs => Gcs;

@@ -11,6 +11,7 @@ use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::SessionError;
 use choudoufu_live::engine::session::{RunInfo, Session};
 use choudoufu_live::store::StoreSettings;
+use choudoufu_live::store::guard::CheckStatus;
 use choudoufu_live::store::s3::bucket;
 use choudoufu_live::store::s3::{S3Settings, S3Store};
 use choudoufu_live::store::{self, DynStore, list_all};
@@ -104,7 +105,7 @@ async fn fresh_bucket_fails_check_naming_all_three_then_setup_makes_it_pass() {
     let failing: Vec<&str> = report
         .checks
         .iter()
-        .filter(|c| !c.passed())
+        .filter(|c| c.status == CheckStatus::Fail)
         .map(|c| c.setting)
         .collect();
     assert_eq!(
@@ -141,7 +142,8 @@ async fn fresh_bucket_fails_check_naming_all_three_then_setup_makes_it_pass() {
     let out = cli(root.path(), &["bucket", "setup"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert_eq!(stdout.matches("applied").count(), 3, "{stdout}");
+    // The three settings and the write log's lifecycle rule.
+    assert_eq!(stdout.matches("applied").count(), 4, "{stdout}");
 
     let out = cli(root.path(), &["bucket", "check"]);
     let stdout = text(&out.stdout);
@@ -152,7 +154,7 @@ async fn fresh_bucket_fails_check_naming_all_three_then_setup_makes_it_pass() {
     let out = cli(root.path(), &["bucket", "setup"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
-    assert_eq!(stdout.matches("unchanged").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("unchanged").count(), 4, "{stdout}");
     assert!(!stdout.contains("applied"), "{stdout}");
 }
 

@@ -3,6 +3,7 @@
 mod config;
 mod faults;
 mod listing_after;
+mod log_lifecycle;
 mod races;
 mod settings_sources;
 mod store_behaviour;

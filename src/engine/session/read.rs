@@ -89,6 +89,8 @@ pub struct ReadStats {
     pub fetched: usize,
     /// Whether the stored image was fetched.
     pub image_fetched: bool,
+    /// Pages of the write log a read through it listed (0: the read made the full listing).
+    pub log_pages: usize,
 }
 
 /// What a read gives: the snapshot, the image to hold, and a new image to store if one is due.
@@ -537,6 +539,56 @@ enum Through {
     },
 }
 
+/// The most pages of the write log a read lists, whatever the estate's size.
+const MAX_LOG_PAGES: usize = 10;
+
+/// How many pages of the write log a read of an image of `records` entries lists before it falls
+/// back to the full listing: the full listing costs `ceil(records / 1000) + 2` requests in two
+/// round trips (and then a compaction shortens the log for every later reader), the log one
+/// request per page, each after the last; so at least 2, at most as many requests as the full
+/// listing makes, and never more than [`MAX_LOG_PAGES`] round trips in a row.
+fn log_page_bound(records: usize) -> usize {
+    (records.div_ceil(RANGE_KEYS) + 1).clamp(2, MAX_LOG_PAGES)
+}
+
+/// What the write log holds after a read's first page.
+enum LogRest {
+    /// The entries after that page down to the watermark, in `pages` pages.
+    Listed { keys: Vec<String>, pages: usize },
+    /// More than the pages a read lists.
+    Longer,
+}
+
+/// The write log after a full first page whose last key is `after`, down to the watermark's key
+/// `boundary` (each kind's own start-after, then its pages), at most `pages` pages.
+async fn list_log_rest(
+    store: &DynStore,
+    prefix: &str,
+    after: &str,
+    boundary: &str,
+    pages: usize,
+) -> Result<LogRest, SessionError> {
+    let range = KeyRange::new(Some(after.to_string()), Some(boundary.to_string()));
+    let mut keys = Vec::new();
+    let mut token = None;
+    for listed in 1..=pages {
+        let page = store
+            .list_range_page(prefix, &range, RANGE_KEYS, token)
+            .await?;
+        keys.extend(page.items.into_iter().map(|i| i.key));
+        match page.next {
+            None => {
+                return Ok(LogRest::Listed {
+                    keys,
+                    pages: listed,
+                });
+            }
+            Some(next) => token = Some(next),
+        }
+    }
+    Ok(LogRest::Longer)
+}
+
 /// Where a record the write log names is taken from.
 enum Pick {
     /// This run's last read holds every write the log names.
@@ -553,7 +605,7 @@ enum Pick {
 /// image (unless one is held) and the log's newest page; then only the records the log names
 /// since the image's watermark (or as pending) that no copy holds. Falls back to the full
 /// listing when there is no image, it predates the log or is older than the log's trust, or the
-/// log since its watermark is longer than one page.
+/// log since its watermark is longer than [`log_page_bound`] pages.
 async fn read_through_log(
     store: &DynStore,
     layout: &Layout,
@@ -571,6 +623,7 @@ async fn read_through_log(
     let timing = &sources.timing;
     let mut stats = ReadStats {
         ranges: 1,
+        log_pages: 1,
         ..ReadStats::default()
     };
     let (log_prefix, whole) = (layout.log_prefix(), KeyRange::default());
@@ -613,24 +666,41 @@ async fn read_through_log(
     }
     // Entries newer than the watermark sort before its key (newest first).
     let boundary = time_key(layout, mark.from);
-    let newer: Vec<&str> = page
+    let (more, listed) = (page.next.is_some(), page.items.len());
+    let mut newer: Vec<String> = page
         .items
-        .iter()
-        .map(|i| i.key.as_str())
-        .filter(|k| *k < boundary.as_str())
+        .into_iter()
+        .map(|i| i.key)
+        .filter(|k| *k < boundary)
         .collect();
-    if page.next.is_some() && newer.len() == page.items.len() {
-        // A new image shortens the log only when this page's oldest entry is older than its watermark would be.
-        let shortens = page
-            .items
-            .last()
-            .and_then(|i| LogEntry::parse(layout, &i.key).ok())
-            .is_some_and(|e| e.at() < timing.log_from(clock.now()));
-        return full(
-            fetched,
-            shortens,
-            "the write log since the image is longer than a page",
-        );
+    // A full page of entries all newer than the watermark: list on down to it.
+    if more && newer.len() == listed {
+        let bound = log_page_bound(image.len());
+        let rest = match newer.last() {
+            Some(last) if !cut(Mechanism::LogPages) => {
+                list_log_rest(store, &log_prefix, last, &boundary, bound - 1).await?
+            }
+            _ => LogRest::Longer,
+        };
+        match rest {
+            LogRest::Listed { keys, pages } => {
+                stats.log_pages += pages;
+                stats.ranges += pages;
+                newer.extend(keys);
+            }
+            LogRest::Longer => {
+                // A new image shortens the log only when the oldest entry seen is older than its watermark would be.
+                let shortens = newer
+                    .last()
+                    .and_then(|k| LogEntry::parse(layout, k).ok())
+                    .is_some_and(|e| e.at() < timing.log_from(clock.now()));
+                return full(
+                    fetched,
+                    shortens,
+                    "the write log since the image is longer than the pages a read lists",
+                );
+            }
+        }
     }
     let pending: Vec<String> = mark
         .pending
@@ -638,7 +708,7 @@ async fn read_through_log(
         .map(|name| format!("{}{name}", layout.log_prefix()))
         .collect();
     let mut named: BTreeMap<String, Vec<LogEntry>> = BTreeMap::new();
-    for key in newer.into_iter().chain(pending.iter().map(String::as_str)) {
+    for key in newer.iter().chain(&pending) {
         match LogEntry::parse(layout, key) {
             Ok(e) => named.entry(e.record_key(layout)).or_default().push(e),
             Err(e) => {
@@ -825,7 +895,9 @@ async fn log_mark(
             },
             Some(Decoded::Estate(..)) | None => Seen::Absent,
         };
-        if fate(&entry, seen, listing_started, timing) == Fate::Pending {
+        if fate(&entry, seen, listing_started, timing) == Fate::Pending
+            && !cut(Mechanism::LogPending)
+        {
             pending.push(entry.name());
         }
     }

@@ -1,24 +1,30 @@
-//! The S3 record store bucket's safety: versioning, noncurrent-version expiry, public access block.
+//! The S3 record store bucket's safety: versioning, noncurrent-version expiry, public access
+//! block; and the write log's retention (a rule expiring the entries, by their tag).
 //!
 //! Records hold what the cloud cannot give back (generated passwords, private data), so
 //! before a run's first write the bucket must keep old versions (versioning), not keep them
 //! forever (a lifecycle rule expiring noncurrent versions) and never be public (all four
 //! public access block settings). [`BucketGuard`] checks this once per run; [`setup`]
-//! applies all three, idempotently.
+//! applies all three, idempotently, and the write log's rule beside them: objects tagged
+//! `tofu-log=entry` expire after [`LOG_EXPIRY_DAYS`]. Without that rule the check warns (the
+//! sweep of each new image still deletes old entries, and no read depends on their deletion);
+//! a rule expiring entries sooner fails it (a reader trusts the log for six days).
 
 use std::sync::{Arc, Once};
 
 use aws_sdk_s3::Client;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::types::{
-    BucketLifecycleConfiguration, BucketVersioningStatus, ExpirationStatus, LifecycleRule,
-    LifecycleRuleFilter, NoncurrentVersionExpiration, PublicAccessBlockConfiguration,
-    VersioningConfiguration,
+    BucketLifecycleConfiguration, BucketVersioningStatus, ExpirationStatus, LifecycleExpiration,
+    LifecycleRule, LifecycleRuleAndOperator, LifecycleRuleFilter, NoncurrentVersionExpiration,
+    PublicAccessBlockConfiguration, Tag, VersioningConfiguration,
 };
 use thiserror::Error;
 
 use super::client::S3Store;
+pub use super::client::{LOG_TAG_KEY, LOG_TAG_VALUE};
 use super::settings::S3Settings;
+use crate::cut::{Mechanism, cut};
 use crate::store::error::Reason;
 use crate::store::guard::{
     CheckStatus, Safety, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
@@ -32,12 +38,22 @@ pub const LIFECYCLE_RULE_ID: &str = "choudoufu-live-expire-noncurrent-records";
 /// How many days `bucket setup` keeps a noncurrent record version.
 pub const NONCURRENT_DAYS: i32 = 90;
 
+/// The ID of the lifecycle rule `bucket setup` adds for the write log.
+pub const LOG_RULE_ID: &str = "choudoufu-live-expire-write-log";
+/// After how many days the write log's rule expires an entry: the log's retention (the engine's
+/// `write_log::RETENTION`), which no rule may undercut.
+pub const LOG_EXPIRY_DAYS: i32 = 7;
+/// After how many days the write log's rule removes an entry's noncurrent version.
+pub const LOG_NONCURRENT_DAYS: i32 = 1;
+
 /// The setting names, as reports and errors print them.
 pub const VERSIONING: &str = "versioning";
 /// The lifecycle setting's name.
 pub const LIFECYCLE: &str = "lifecycle rule expiring noncurrent versions";
 /// The public access block setting's name.
 pub const PUBLIC_ACCESS_BLOCK: &str = "public access block";
+/// The write log rule's name.
+pub const LOG_LIFECYCLE: &str = "lifecycle rule expiring write log entries";
 
 /// A bucket administration call failed.
 #[derive(Debug, Error)]
@@ -94,6 +110,12 @@ fn lifecycle_json() -> String {
     )
 }
 
+fn log_lifecycle_json() -> String {
+    format!(
+        "{{\"Rules\":[{{\"ID\":\"{LOG_RULE_ID}\",\"Status\":\"Enabled\",\"Filter\":{{\"And\":{{\"Prefix\":\"{ROOT_PREFIX}\",\"Tags\":[{{\"Key\":\"{LOG_TAG_KEY}\",\"Value\":\"{LOG_TAG_VALUE}\"}}]}}}},\"Expiration\":{{\"Days\":{LOG_EXPIRY_DAYS}}},\"NoncurrentVersionExpiration\":{{\"NoncurrentDays\":{LOG_NONCURRENT_DAYS}}}}}]}}"
+    )
+}
+
 /// The exact command that fixes `setting` on the bucket of `settings`.
 pub fn fix_command(setting: &str, settings: &S3Settings) -> String {
     let bucket = &settings.bucket;
@@ -105,6 +127,10 @@ pub fn fix_command(setting: &str, settings: &S3Settings) -> String {
         LIFECYCLE => format!(
             "aws s3api put-bucket-lifecycle-configuration --bucket {bucket} --lifecycle-configuration '{}'{opts} (this replaces the bucket's other lifecycle rules; `bucket setup` keeps them)",
             lifecycle_json()
+        ),
+        LOG_LIFECYCLE => format!(
+            "aws s3api put-bucket-lifecycle-configuration --bucket {bucket} --lifecycle-configuration '{}'{opts} (this replaces the bucket's other lifecycle rules; `bucket setup` keeps them)",
+            log_lifecycle_json()
         ),
         _ => format!(
             "aws s3api put-public-access-block --bucket {bucket} --public-access-block-configuration BlockPublicAcls=true,IgnorePublicAcls=true,BlockPublicPolicy=true,RestrictPublicBuckets=true{opts}"
@@ -138,6 +164,69 @@ fn rule_expires_records(rule: &LifecycleRule) -> bool {
                 && f.object_size_less_than().is_none()
                 && covers(f.prefix())
         }
+    }
+}
+
+/// Whether `rule`'s filter matches a write log entry: one carrying the entry's tag (and the
+/// estate's), under the root prefix, of any size.
+fn rule_matches_entries(rule: &LifecycleRule) -> bool {
+    let entry_tag = |t: &Tag| t.key() == LOG_TAG_KEY && t.value() == LOG_TAG_VALUE;
+    let covers = |prefix: Option<&str>| prefix.is_none_or(|p| ROOT_PREFIX.starts_with(p));
+    match rule.filter() {
+        #[allow(deprecated)]
+        None => covers(rule.prefix()),
+        Some(f) => match (f.tag(), f.and()) {
+            (Some(t), _) => entry_tag(t),
+            (None, Some(and)) => {
+                and.tags()
+                    .iter()
+                    .all(|t| entry_tag(t) || t.key() == "tofu-estate")
+                    && covers(and.prefix())
+            }
+            (None, None) => covers(f.prefix()),
+        },
+    }
+}
+
+/// The days after which an enabled `rule` expires the current version of what it matches.
+fn expiry_days(rule: &LifecycleRule) -> Option<i32> {
+    if *rule.status() != ExpirationStatus::Enabled {
+        return None;
+    }
+    let expiry = rule.expiration()?;
+    // A rule expiring at a date expires entries of any age: as soon as the next day.
+    expiry.days().or(expiry.date().map(|_| 0))
+}
+
+/// How the bucket's rules stand for the write log's entries.
+enum LogRule {
+    /// A rule expires them, no sooner than the retention.
+    Expires,
+    /// None does: the sweep alone expires them.
+    Missing,
+    /// This rule expires them before the retention: a reader may miss a write.
+    TooSoon(String, i32),
+}
+
+fn log_rule(rules: &[LifecycleRule]) -> LogRule {
+    let matching: Vec<(&LifecycleRule, i32)> = rules
+        .iter()
+        .filter(|r| rule_matches_entries(r))
+        .filter_map(|r| Some((r, expiry_days(r)?)))
+        .collect();
+    if let Some((r, days)) = matching.iter().find(|(_, d)| *d < LOG_EXPIRY_DAYS) {
+        return LogRule::TooSoon(r.id().unwrap_or("(no ID)").to_string(), *days);
+    }
+    // Only a rule filtering on the entries' tag counts as theirs (a rule over every record
+    // key would expire records too, which is not this check's concern).
+    let tagged = |r: &LifecycleRule| {
+        r.filter()
+            .is_some_and(|f| f.tag().is_some() || f.and().is_some_and(|a| !a.tags().is_empty()))
+    };
+    if matching.iter().any(|(r, _)| tagged(r)) {
+        LogRule::Expires
+    } else {
+        LogRule::Missing
     }
 }
 
@@ -225,6 +314,39 @@ async fn check_lifecycle(
     })
 }
 
+async fn check_log_lifecycle(
+    client: &Client,
+    settings: &S3Settings,
+) -> Result<SafetyCheck, BucketError> {
+    let rules = lifecycle_rules(client, &settings.bucket).await?;
+    let (status, found) = match log_rule(&rules) {
+        LogRule::Expires => (
+            CheckStatus::Pass,
+            format!(
+                "an enabled rule expiring objects tagged {LOG_TAG_KEY}={LOG_TAG_VALUE} after {LOG_EXPIRY_DAYS} days or more"
+            ),
+        ),
+        LogRule::Missing => (
+            CheckStatus::Warn,
+            format!(
+                "no rule expiring objects tagged {LOG_TAG_KEY}={LOG_TAG_VALUE}: the sweep alone expires write log entries (after each new estate image, so an estate no one reads keeps its last entries)"
+            ),
+        ),
+        LogRule::TooSoon(id, days) => (
+            CheckStatus::Fail,
+            format!(
+                "rule {id} expires write log entries after {days} days, before the {LOG_EXPIRY_DAYS} days a reader may still need them"
+            ),
+        ),
+    };
+    Ok(SafetyCheck {
+        setting: LOG_LIFECYCLE,
+        status,
+        found,
+        fix: fix_command(LOG_LIFECYCLE, settings),
+    })
+}
+
 async fn public_access_block(
     client: &Client,
     bucket: &str,
@@ -275,7 +397,7 @@ async fn check_public_access(
     })
 }
 
-/// Check the three safety settings of the bucket in `settings`.
+/// Check the three safety settings of the bucket in `settings`, and the write log's rule.
 pub async fn check(client: &Client, settings: &S3Settings) -> Result<SafetyReport, BucketError> {
     Ok(SafetyReport {
         store: format!("s3://{}", settings.bucket),
@@ -283,8 +405,46 @@ pub async fn check(client: &Client, settings: &S3Settings) -> Result<SafetyRepor
             check_versioning(client, settings).await?,
             check_lifecycle(client, settings).await?,
             check_public_access(client, settings).await?,
+            check_log_lifecycle(client, settings).await?,
         ],
     })
+}
+
+/// The rule expiring write log entries: tagged `tofu-log=entry` under the root prefix, after
+/// the retention; their noncurrent versions (a versioned bucket keeps one) a day later.
+fn log_expiry_rule(bucket: &str) -> Result<LifecycleRule, BucketError> {
+    let built = |e: aws_sdk_s3::error::BuildError| BucketError {
+        bucket: bucket.to_string(),
+        op: "PutBucketLifecycleConfiguration",
+        message: e.to_string(),
+        reason: Reason::Answered,
+    };
+    let tag = Tag::builder()
+        .key(LOG_TAG_KEY)
+        .value(LOG_TAG_VALUE)
+        .build()
+        .map_err(built)?;
+    LifecycleRule::builder()
+        .id(LOG_RULE_ID)
+        .status(ExpirationStatus::Enabled)
+        .filter(
+            LifecycleRuleFilter::builder()
+                .and(
+                    LifecycleRuleAndOperator::builder()
+                        .prefix(ROOT_PREFIX)
+                        .tags(tag)
+                        .build(),
+                )
+                .build(),
+        )
+        .expiration(LifecycleExpiration::builder().days(LOG_EXPIRY_DAYS).build())
+        .noncurrent_version_expiration(
+            NoncurrentVersionExpiration::builder()
+                .noncurrent_days(LOG_NONCURRENT_DAYS)
+                .build(),
+        )
+        .build()
+        .map_err(built)
 }
 
 /// Apply the three safety settings to `bucket`; settings already right are left alone.
@@ -314,6 +474,18 @@ pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SafetyStep>, Buc
 
     let mut rules = lifecycle_rules(client, bucket).await?;
     let has_rule = rules.iter().any(rule_expires_records);
+    // The write log's rule, unless one expires the entries already, or a rule of the user's
+    // expires them too soon (the check then fails naming it: setup never changes a user's rule).
+    let add_log = !cut(Mechanism::LogLifecycle)
+        && match log_rule(&rules) {
+            LogRule::Expires => false,
+            LogRule::Missing => true,
+            LogRule::TooSoon(id, _) => id == LOG_RULE_ID,
+        };
+    if add_log {
+        rules.retain(|r| r.id() != Some(LOG_RULE_ID));
+        rules.push(log_expiry_rule(bucket)?);
+    }
     if !has_rule {
         rules.retain(|r| r.id() != Some(LIFECYCLE_RULE_ID));
         let rule = LifecycleRule::builder()
@@ -333,6 +505,8 @@ pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SafetyStep>, Buc
                 reason: Reason::Answered,
             })?;
         rules.push(rule);
+    }
+    if !has_rule || add_log {
         let config = BucketLifecycleConfiguration::builder()
             .set_rules(Some(rules))
             .build()
@@ -377,6 +551,10 @@ pub async fn setup(client: &Client, bucket: &str) -> Result<Vec<SafetyStep>, Buc
     steps.push(SafetyStep {
         setting: PUBLIC_ACCESS_BLOCK,
         outcome: outcome(!blocked),
+    });
+    steps.push(SafetyStep {
+        setting: LOG_LIFECYCLE,
+        outcome: outcome(add_log),
     });
     Ok(steps)
 }

@@ -28,6 +28,12 @@ pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Environment variable that sets the per-try timeout in milliseconds.
 pub const ATTEMPT_TIMEOUT_ENV: &str = "CHOUDOUFU_S3_ATTEMPT_TIMEOUT_MS";
 
+/// The tag key every write log entry is created with (beside `tofu-estate`), which the
+/// lifecycle rule `bucket setup` adds filters on: a prefix cannot match `tofu-records/*/wlog/`.
+pub const LOG_TAG_KEY: &str = "tofu-log";
+/// That tag's value.
+pub const LOG_TAG_VALUE: &str = "entry";
+
 /// Records in an S3 bucket.
 #[derive(Debug, Clone)]
 pub struct S3Store {
@@ -227,7 +233,11 @@ impl S3Store {
                 .content_type("application/json")
                 .body(ByteStream::from(bytes.to_vec()));
             if let Some(estate) = key::estate_of(key) {
-                req = req.tagging(format!("tofu-estate={}", urlencode(estate)));
+                let mut tags = format!("tofu-estate={}", urlencode(estate));
+                if key::is_log_entry(key) && !cut(Mechanism::LogLifecycle) {
+                    tags.push_str(&format!("&{LOG_TAG_KEY}={LOG_TAG_VALUE}"));
+                }
+                req = req.tagging(tags);
             }
             req = match &self.kms_key_id {
                 Some(kms) => req
