@@ -251,6 +251,44 @@ fn decode(
     })
 }
 
+/// GET `keys` (up to `parallel` at once), keep each found one in the read cache and decode it into `got`; a key found empty is left out.
+async fn fetch_records(
+    store: &DynStore,
+    layout: &Layout,
+    parallel: usize,
+    cache: Option<&ReadCache>,
+    keys: Vec<(String, KeyKind)>,
+    got: &mut Vec<Got>,
+    stats: &mut ReadStats,
+) -> Result<(), SessionError> {
+    let fetched: Vec<Result<_, SessionError>> = stream::iter(keys)
+        .map(|(key, kind)| {
+            let store = Arc::clone(store);
+            async move {
+                let stored = store.get(&key).await?;
+                Ok((key, kind, stored))
+            }
+        })
+        .buffer_unordered(parallel.max(1))
+        .collect()
+        .await;
+    for result in fetched {
+        let (key, kind, stored) = result?;
+        let Some(stored) = stored else { continue };
+        if let Some(c) = cache {
+            c.put(&key, &stored.version, &stored.bytes);
+        }
+        let item = decode(layout, &key, &kind, stored.version, &stored.bytes)?;
+        stats.fetched += 1;
+        got.push(Got {
+            key,
+            item,
+            from: From::Store(stored.bytes),
+        });
+    }
+    Ok(())
+}
+
 /// Decode one image entry (its record in final form, its digest as the image holds it).
 fn decode_entry(layout: &Layout, kind: &KeyKind, e: ImageEntry) -> Result<Decoded, SessionError> {
     Ok(match kind {
@@ -436,32 +474,17 @@ pub async fn read_estate(
         }
         to_fetch.push((key, kind));
     }
-    let fetched: Vec<Result<_, SessionError>> = stream::iter(to_fetch)
-        .map(|(key, kind)| {
-            let store = Arc::clone(store);
-            async move {
-                let stored = store.get(&key).await?;
-                Ok((key, kind, stored))
-            }
-        })
-        .buffer_unordered(parallel.max(1))
-        .collect()
-        .await;
-    for result in fetched {
-        let (key, kind, stored) = result?;
-        // Gone since the listing: not part of this read.
-        let Some(stored) = stored else { continue };
-        if let Some(c) = sources.cache {
-            c.put(&key, &stored.version, &stored.bytes);
-        }
-        let item = decode(layout, &key, &kind, stored.version, &stored.bytes)?;
-        stats.fetched += 1;
-        got.push(Got {
-            key,
-            item,
-            from: From::Store(stored.bytes),
-        });
-    }
+    // A record gone since the listing is not part of this read.
+    fetch_records(
+        store,
+        layout,
+        parallel,
+        sources.cache,
+        to_fetch,
+        &mut got,
+        &mut stats,
+    )
+    .await?;
     crate::telemetry::metrics().records_read(got.len());
 
     // Outside the stored image: everything when none is stored (or it is unusable), else what
@@ -808,32 +831,17 @@ async fn read_through_log(
             }
         }
     }
-    let fetched_records: Vec<Result<_, SessionError>> = stream::iter(fetch)
-        .map(|(key, kind)| {
-            let store = Arc::clone(store);
-            async move {
-                let stored = store.get(&key).await?;
-                Ok((key, kind, stored))
-            }
-        })
-        .buffer_unordered(parallel.max(1))
-        .collect()
-        .await;
-    for result in fetched_records {
-        let (key, kind, stored) = result?;
-        // Deleted since the image.
-        let Some(stored) = stored else { continue };
-        if let Some(c) = sources.cache {
-            c.put(&key, &stored.version, &stored.bytes);
-        }
-        let item = decode(layout, &key, &kind, stored.version, &stored.bytes)?;
-        stats.fetched += 1;
-        got.push(Got {
-            key,
-            item,
-            from: From::Store(stored.bytes),
-        });
-    }
+    // A record deleted since the image is not part of this read.
+    fetch_records(
+        store,
+        layout,
+        parallel,
+        sources.cache,
+        fetch,
+        &mut got,
+        &mut stats,
+    )
+    .await?;
     crate::telemetry::metrics().records_read(got.len());
     stats.listed = got.len();
     let snapshot = snapshot_of(got);
