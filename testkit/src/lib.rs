@@ -33,6 +33,20 @@ pub fn s3_endpoint() -> String {
     }
 }
 
+/// moto's `host:port`, as the proxies in front of it take their upstream.
+pub fn s3_authority() -> String {
+    s3_endpoint().trim_start_matches("http://").to_string()
+}
+
+/// A tokio runtime of one worker, for a synchronous test that drives a proxy or an SDK call.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// A bucket name no other test uses.

@@ -32,9 +32,7 @@ fn doc(n: usize, changed: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn warm_reads_fetch_only_what_changed() {
     let (direct, bucket) = common::s3_store("cache").await;
-    let upstream = common::s3_endpoint()
-        .trim_start_matches("http://")
-        .to_string();
+    let upstream = common::s3_authority();
     let proxy = common::fault_proxy::start(upstream, 0, 1).await;
     let mut settings = common::s3_settings(&bucket);
     settings.endpoint = Some(proxy.endpoint.clone());

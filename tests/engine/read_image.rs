@@ -805,9 +805,7 @@ async fn s3_cold_read_is_an_image_get_and_one_page_of_the_log() {
         .refresh()
         .await
         .unwrap();
-    let upstream = common::s3_endpoint()
-        .trim_start_matches("http://")
-        .to_string();
+    let upstream = common::s3_authority();
     let proxy = common::fault_proxy::start(upstream, 0, 1).await;
     let mut settings = common::s3_settings(&bucket);
     settings.endpoint = Some(proxy.endpoint.clone());

@@ -218,9 +218,7 @@ async fn setup_keeps_existing_lifecycle_rules() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unavailable_store_is_unchecked_not_unsafe_and_checked_again() {
     let (direct, bucket) = common::s3_store("unchecked").await;
-    let upstream = common::s3_endpoint()
-        .trim_start_matches("http://")
-        .to_string();
+    let upstream = common::s3_authority();
     let proxy = common::fault_proxy::start_outage(upstream).await;
     let mut settings = common::s3_settings(&bucket);
     settings.endpoint = Some(proxy.endpoint.clone());

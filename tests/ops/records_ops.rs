@@ -281,9 +281,7 @@ async fn a_restore_racing_another_write_is_refused_by_name_and_the_other_write_s
     let store: DynStore = Arc::new(store);
     write_db(store.clone(), "race", "first").await;
     write_db(store.clone(), "race", "second").await;
-    let upstream = common::s3_endpoint()
-        .trim_start_matches("http://")
-        .to_string();
+    let upstream = common::s3_authority();
     for round in 0..3 {
         let listing = store
             .list_versions("tofu-records/race/r/terraform_data.db")

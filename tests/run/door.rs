@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::tf::{Records, Root, text, turn};
-use common::{latency_proxy, procs, s3_endpoint};
+use common::{latency_proxy, procs, s3_authority, s3_endpoint};
 
 /// Where the tests' CLI configuration finds the provider.
 const MIRROR: &str = "/opt/tf-plugins";
@@ -139,12 +139,8 @@ fn a_package_the_lock_file_does_not_list_is_refused_by_name() {
 fn a_killed_run_takes_its_terraform_and_plugins_with_it_and_no_provider_call_follows() {
     let _turn = turn();
     // Every provider request to moto passes a proxy that holds it 1.5 s and logs it.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let upstream = s3_endpoint().trim_start_matches("http://").to_string();
+    let rt = common::runtime();
+    let upstream = s3_authority();
     let proxy = rt.block_on(latency_proxy::start(upstream, Duration::from_millis(1500)));
     let root = aws_root("door-kill");
     let v = vars(&proxy.endpoint, "door-kill", 3);

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use common::cdftest::cli_config;
 use common::tf::{Records, Root, text, turn};
-use common::{procs, s3_endpoint};
+use common::{procs, s3_authority, s3_endpoint};
 use serde_json::Value;
 
 /// A copy of the markers_aws root on local records, on the mirror, initialised.
@@ -316,15 +316,11 @@ fn marked(seen: &Value, kind: &str) -> bool {
 #[test]
 fn a_run_killed_during_server_named_creates_is_bound_by_the_next_run_not_duplicated() {
     let _turn = turn();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     // Every provider request passes a proxy that holds it 1.5 s: a create's reads after its
     // create and tag requests take seconds, so a kill once both objects are marked lands
     // while the bucket's create call (about ten reads after its tagging) has not returned.
-    let upstream = s3_endpoint().trim_start_matches("http://").to_string();
+    let upstream = s3_authority();
     let proxy = rt.block_on(common::latency_proxy::start(
         upstream,
         std::time::Duration::from_millis(1500),
@@ -456,13 +452,9 @@ fn roles_in_account() -> u64 {
 #[test]
 fn a_saved_plan_that_would_duplicate_a_marked_object_is_refused_and_roles_are_listed_once() {
     let _turn = turn();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::runtime();
     // Every request of the run passes a proxy that logs it, on its way to moto.
-    let upstream = s3_endpoint().trim_start_matches("http://").to_string();
+    let upstream = s3_authority();
     let proxy = rt.block_on(common::latency_proxy::start(
         upstream,
         std::time::Duration::ZERO,

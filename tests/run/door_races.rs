@@ -32,13 +32,6 @@ fn rounds() -> usize {
         .unwrap_or(1)
 }
 
-/// moto's `host:port`, as the proxies take it.
-fn moto_authority() -> String {
-    common::s3_endpoint()
-        .trim_start_matches("http://")
-        .to_string()
-}
-
 /// A copy of the door_aws root on `records`, its CLI configuration on the mirror, initialised through `run`.
 fn aws_root(estate: &str, records: &Records) -> Root {
     assert!(
@@ -84,18 +77,9 @@ fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-/// A runtime for the proxies and for reading moto.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 /// The parameter's value in moto, read with SSM's own GetParameter (None: no such parameter).
 fn cloud_value(rt: &tokio::runtime::Runtime, name: &str) -> Option<String> {
-    let url = format!("http://{}/", moto_authority());
+    let url = format!("http://{}/", common::s3_authority());
     let body = serde_json::json!({ "Name": name }).to_string();
     rt.block_on(async move {
         let answer = reqwest::Client::new()
@@ -226,7 +210,7 @@ fn held_run(
     prefix: &str,
     value: &str,
 ) -> (Watched, Proxy) {
-    let gated = rt.block_on(latency_proxy::start_gated(moto_authority(), &[PUT]));
+    let gated = rt.block_on(latency_proxy::start_gated(common::s3_authority(), &[PUT]));
     let mut a = Watched::start(root, opts, &apply(&gated.endpoint, prefix, value));
     a.wait_until("its PutParameter", |_| gated.arrived(PUT) == 1);
     (a, gated)
@@ -236,11 +220,11 @@ fn held_run(
 fn a_second_apply_of_one_aws_parameter_is_refused_by_name_and_calls_nothing_while_the_first_holds_it()
  {
     let _turn = turn();
-    let rt = runtime();
+    let rt = common::runtime();
     let prefix = common::unique_bucket("door-race");
     let name = format!("/{prefix}/p0");
     let root = aws_root("door-race", &Records::Local);
-    let counted = rt.block_on(latency_proxy::start(moto_authority(), Duration::ZERO));
+    let counted = rt.block_on(latency_proxy::start(common::s3_authority(), Duration::ZERO));
     for round in 0..rounds() {
         let (a_value, b_value) = (format!("a{round}"), format!("b{round}"));
         let (a, gated) = held_run(&rt, &root, &[], &prefix, &a_value);
@@ -300,7 +284,7 @@ fn a_second_apply_of_one_aws_parameter_is_refused_by_name_and_calls_nothing_whil
 fn a_waiting_apply_of_one_aws_parameter_calls_nothing_while_the_first_holds_it_then_applies_its_value()
  {
     let _turn = turn();
-    let rt = runtime();
+    let rt = common::runtime();
     let (_store, bucket) = rt.block_on(common::s3_store("door-wait"));
     let records = Records::S3 {
         bucket,
@@ -309,7 +293,7 @@ fn a_waiting_apply_of_one_aws_parameter_calls_nothing_while_the_first_holds_it_t
     let prefix = common::unique_bucket("door-wait");
     let name = format!("/{prefix}/p0");
     let root = aws_root("door-wait", &records);
-    let counted = rt.block_on(latency_proxy::start(moto_authority(), Duration::ZERO));
+    let counted = rt.block_on(latency_proxy::start(common::s3_authority(), Duration::ZERO));
     let mut runs_in_order = Vec::new();
     for round in 0..rounds() {
         let (a_value, b_value) = (format!("a{round}"), format!("b{round}"));
@@ -388,11 +372,11 @@ fn a_waiting_apply_of_one_aws_parameter_calls_nothing_while_the_first_holds_it_t
 #[test]
 fn a_waiting_apply_takes_over_a_killed_runs_aws_parameter_and_lands_alone() {
     let _turn = turn();
-    let rt = runtime();
+    let rt = common::runtime();
     let prefix = common::unique_bucket("door-takeover");
     let name = format!("/{prefix}/p0");
     let root = aws_root("door-takeover", &Records::Local);
-    let counted = rt.block_on(latency_proxy::start(moto_authority(), Duration::ZERO));
+    let counted = rt.block_on(latency_proxy::start(common::s3_authority(), Duration::ZERO));
     root.ok(&strs(&apply(&counted.endpoint, &prefix, "v0")));
     counted.take();
     // A updates the parameter, and holds it with its PutParameter in flight; B waits for it.

@@ -36,9 +36,7 @@ impl Peer {
             .build()
             .unwrap();
         let (_store, bucket) = rt.block_on(common::s3_store(tag));
-        let upstream = common::s3_endpoint()
-            .trim_start_matches("http://")
-            .to_string();
+        let upstream = common::s3_authority();
         let proxy = rt.block_on(start_outage(upstream));
         Peer { rt, bucket, proxy }
     }

@@ -23,9 +23,7 @@ async fn through_proxy(
     seed: u64,
 ) -> (DynStore, DynStore, common::fault_proxy::Proxy) {
     let (direct, bucket) = common::s3_store(tag).await;
-    let upstream = common::s3_endpoint()
-        .trim_start_matches("http://")
-        .to_string();
+    let upstream = common::s3_authority();
     let proxy = common::fault_proxy::start(upstream, rate, seed).await;
     let mut settings = common::s3_settings(&bucket);
     settings.endpoint = Some(proxy.endpoint.clone());
