@@ -79,6 +79,10 @@ pub enum Mechanism {
     RequestValidation,
     /// Using an estate image's entry only at the version the listing gives.
     ImageVersion,
+    /// Storing the estate image LZ4-compressed (cut: its text is stored as it is).
+    ImagePack,
+    /// Listing a short first page of the write log (cut: a full page of 1,000 entries).
+    LogFirstPage,
     /// Counting a record of the run's own last read as in the image when the image holds it at that version.
     ImagePrior,
     /// A writer refusing to write when its clock is too far from the store's (the write log's skew check).
@@ -189,6 +193,8 @@ impl Mechanism {
         Mechanism::EncryptedState,
         Mechanism::ImageVersion,
         Mechanism::ImagePrior,
+        Mechanism::ImagePack,
+        Mechanism::LogFirstPage,
         Mechanism::ClockSkew,
         Mechanism::LogStall,
         Mechanism::LogEntries,
@@ -275,6 +281,8 @@ impl Mechanism {
             Mechanism::RequestValidation => "request-validation",
             Mechanism::ImageVersion => "image-version",
             Mechanism::ImagePrior => "image-prior",
+            Mechanism::ImagePack => "image-pack",
+            Mechanism::LogFirstPage => "log-first-page",
             Mechanism::ClockSkew => "clock-skew",
             Mechanism::LogStall => "log-stall",
             Mechanism::LogEntries => "log-entries",

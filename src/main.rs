@@ -6,6 +6,10 @@ use choudoufu_live::logging::{self, LogFormat};
 use choudoufu_live::telemetry;
 use clap::Parser;
 
+/// The program's allocator (Cargo.toml says why).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn runtime() -> tokio::runtime::Runtime {
     match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,

@@ -18,6 +18,10 @@
 //! is where a resource's instance sorts among its resource's instances, and `digest` is the
 //! record's content digest, so an entry used needs no second digest. An image of another
 //! format (v1 held SHA-256 and record bytes as stored) is ignored with a warning.
+//!
+//! Stored (`choudoufu-live/image/v3-lz4`), the same text is LZ4-compressed behind a line of its
+//! own: `choudoufu-live/image/v3-lz4\n{"text_bytes":N,"crc32":C}\n<LZ4 block>`, `crc32` over the
+//! block. The root's copy keeps the text itself; a stored text (an older writer's) still reads.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -39,6 +43,8 @@ use crate::store::{KeyRange, RangeStart, Version};
 
 /// The format tag on an image's first line.
 pub const IMAGE_FORMAT: &str = "choudoufu-live/image/v2";
+/// The format tag of a stored image: its text, LZ4-compressed.
+pub const STORED_FORMAT: &str = "choudoufu-live/image/v3-lz4";
 /// Largest image this program reads.
 pub const MAX_IMAGE_BYTES: usize = 1024 * 1024 * 1024;
 /// Keys per listing range (the page size every kind serves).
@@ -79,6 +85,15 @@ pub enum ImageError {
         /// What is wrong.
         reason: String,
     },
+}
+
+/// The line before a stored image's compressed text.
+#[derive(Serialize, Deserialize)]
+struct Packed {
+    /// The text's length.
+    text_bytes: usize,
+    /// CRC-32 of the compressed block that follows.
+    crc32: u32,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -220,9 +235,55 @@ fn line(data: &[u8], from: usize) -> Option<(&[u8], usize)> {
     Some((&rest[..n], from + n + 1))
 }
 
+/// The text of a stored image (its compressed block checked and unpacked), or `data` itself
+/// when it is not packed (an older writer's image, or the root's copy).
+fn unpack(data: Vec<u8>) -> Result<Vec<u8>, ImageError> {
+    let Some(rest) = data
+        .strip_prefix(STORED_FORMAT.as_bytes())
+        .and_then(|r| r.strip_prefix(b"\n"))
+    else {
+        return Ok(data);
+    };
+    let at = data.len() - rest.len();
+    let (head, block) =
+        line(&data, at).ok_or_else(|| ImageError::Format("no packing line".into()))?;
+    let packed: Packed = serde_json::from_slice(head)
+        .map_err(|e| ImageError::Format(format!("unreadable packing line: {e}")))?;
+    if crc32fast::hash(&data[block..]) != packed.crc32 {
+        return Err(ImageError::Checksum);
+    }
+    if packed.text_bytes > MAX_IMAGE_BYTES {
+        return Err(ImageError::Format(format!(
+            "{} bytes is larger than any image",
+            packed.text_bytes
+        )));
+    }
+    lz4_flex::block::decompress(&data[block..], packed.text_bytes)
+        .map_err(|e| ImageError::Format(format!("its block does not decompress: {e}")))
+}
+
+/// A stored image of `text`: the packing line and its LZ4 block.
+fn pack(text: &[u8]) -> Vec<u8> {
+    let block = lz4_flex::block::compress(text);
+    let packed = Packed {
+        text_bytes: text.len(),
+        crc32: crc32fast::hash(&block),
+    };
+    let mut out = Vec::with_capacity(block.len() + 96);
+    out.extend_from_slice(STORED_FORMAT.as_bytes());
+    out.push(b'\n');
+    // Two numbers: serialising cannot fail.
+    let _ = serde_json::to_writer(&mut out, &packed);
+    out.push(b'\n');
+    out.extend_from_slice(&block);
+    out
+}
+
 impl Image {
-    /// Read an image of `layout`'s estate, checking its format, estate, checksum and every entry's key.
+    /// Read an image of `layout`'s estate (stored packed, or its text), checking its format,
+    /// estate, checksum and every entry's key.
     pub fn decode(layout: &Layout, data: Vec<u8>) -> Result<Image, ImageError> {
+        let data = unpack(data)?;
         if data.len() > MAX_IMAGE_BYTES {
             return Err(ImageError::Format(format!(
                 "{} bytes is larger than any image",
@@ -307,8 +368,22 @@ impl Image {
         })
     }
 
-    /// The bytes of an image of `entries` (in any order), written by `run_id`, with its write log mark.
+    /// The stored bytes of an image of `entries` (in any order), written by `run_id`, with its
+    /// write log mark: its text, packed.
     pub fn encode<'a>(
+        layout: &Layout,
+        run_id: &str,
+        log: Option<&LogMark>,
+        entries: impl IntoIterator<Item = ImageEntry<'a>>,
+    ) -> Vec<u8> {
+        if cut(Mechanism::ImagePack) {
+            return Self::encode_text(layout, run_id, log, entries);
+        }
+        pack(&Self::encode_text(layout, run_id, log, entries))
+    }
+
+    /// The text of an image of `entries` (in any order), written by `run_id`, with its write log mark.
+    fn encode_text<'a>(
         layout: &Layout,
         run_id: &str,
         log: Option<&LogMark>,
@@ -366,7 +441,7 @@ impl Image {
         self.stored.as_ref()
     }
 
-    /// The image's bytes as stored.
+    /// The image's text (unpacked).
     pub fn bytes(&self) -> &[u8] {
         &self.data
     }

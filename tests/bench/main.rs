@@ -27,6 +27,10 @@ mod rss;
 
 use testkit as common;
 
+/// The program's allocator (src/main.rs): the reads measured here run in this process.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;

@@ -565,6 +565,11 @@ enum Through {
 /// The most pages of the write log a read lists, whatever the estate's size.
 const MAX_LOG_PAGES: usize = 10;
 
+/// Entries on the write log's first page: more than a compaction lets change since the image
+/// ([`refresh_bound`]'s floor) with room for the margin's, few enough that a read with nothing
+/// new downloads some 27 KB, not the 270 KB of a full page of old entries.
+pub const LOG_FIRST_PAGE: usize = 100;
+
 /// How many pages of the write log a read of an image of `records` entries lists before it falls
 /// back to the full listing: the full listing costs `ceil(records / 1000) + 2` requests in two
 /// round trips (and then a compaction shortens the log for every later reader), the log one
@@ -650,7 +655,12 @@ async fn read_through_log(
         ..ReadStats::default()
     };
     let (log_prefix, whole) = (layout.log_prefix(), KeyRange::default());
-    let page = store.list_range_page(&log_prefix, &whole, RANGE_KEYS, None);
+    let first = if cut(Mechanism::LogFirstPage) {
+        RANGE_KEYS
+    } else {
+        LOG_FIRST_PAGE
+    };
+    let page = store.list_range_page(&log_prefix, &whole, first, None);
     let (image, fetched, page) = match held {
         Held::Unknown => {
             let ((got, version), page) = tokio::join!(fetch_image(store, layout), page);
