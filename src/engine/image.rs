@@ -279,6 +279,89 @@ fn pack(text: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Where one entry lies in an image's text: its head line and its record.
+struct Span {
+    head: std::ops::Range<usize>,
+    start: usize,
+    end: usize,
+}
+
+/// The record length a head line ends with (`..."bytes":N}`, the field written last).
+fn tail_length(head: &[u8]) -> Option<usize> {
+    let rest = head.strip_suffix(b"}")?;
+    let colon = rest.iter().rposition(|&b| b == b':')?;
+    rest[..colon].strip_suffix(b"\"bytes\"")?;
+    let digits = &rest[colon + 1..];
+    if digits.is_empty() || digits.len() > 12 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
+}
+
+/// Read the heads of `spans` (split over the machine's cores when there are many), each a
+/// state record of `layout`'s estate whose length is the one its span was found by.
+fn read_heads(layout: &Layout, data: &[u8], spans: &[Span]) -> Result<Vec<Slot>, ImageError> {
+    let read = |first: usize, chunk: &[Span]| -> Result<Vec<Slot>, ImageError> {
+        chunk
+            .iter()
+            .enumerate()
+            .map(|(i, span)| {
+                let bad = |reason: String| ImageError::Entry {
+                    index: first + i,
+                    reason,
+                };
+                let head: EntryHeadIn = serde_json::from_slice(&data[span.head.clone()])
+                    .map_err(|e| bad(format!("unreadable: {e}")))?;
+                if head.bytes != span.end - span.start {
+                    return Err(bad("its head names two lengths".into()));
+                }
+                match layout.classify(&head.key) {
+                    Some(KeyKind::Estate | KeyKind::Resource | KeyKind::Output) => {}
+                    _ => {
+                        return Err(bad(format!(
+                            "{} is no state record of this estate",
+                            head.key
+                        )));
+                    }
+                }
+                Ok(Slot {
+                    key: Text::of(head.key, data),
+                    version: head.version,
+                    digest: Text::of(head.digest, data),
+                    rank: head.rank,
+                    log: head.log.map(|l| Text::of(l, data)),
+                    start: span.start,
+                    end: span.end,
+                })
+            })
+            .collect()
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if threads < 2 || spans.len() < 1024 {
+        return read(0, spans);
+    }
+    let per = spans.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = spans
+            .chunks(per)
+            .enumerate()
+            .map(|(i, chunk)| scope.spawn(move || read(i * per, chunk)))
+            .collect();
+        let mut slots = Vec::with_capacity(spans.len());
+        for h in handles {
+            match h.join() {
+                Ok(part) => slots.extend(part?),
+                Err(_) => {
+                    return Err(ImageError::Format("reading its entry heads failed".into()));
+                }
+            }
+        }
+        Ok(slots)
+    })
+}
+
 impl Image {
     /// Read an image of `layout`'s estate (stored packed, or its text), checking its format,
     /// estate, checksum and every entry's key.
@@ -310,44 +393,35 @@ impl Image {
         if crc32fast::hash(&data[body..]) != header.body_crc32 {
             return Err(ImageError::Checksum);
         }
-        let mut slots = Vec::with_capacity(header.entries.min(1 << 20));
+        // Find every entry first (a head ends with its record's length), then read the heads
+        // over the machine's cores, then check the order.
+        let mut spans: Vec<Span> = Vec::with_capacity(header.entries.min(1 << 20));
         let mut at = body;
         while at < data.len() {
-            let index = slots.len();
+            let index = spans.len();
             let bad = |reason: String| ImageError::Entry { index, reason };
             let (head, start) = line(&data, at).ok_or_else(|| bad("no entry line".into()))?;
-            let head: EntryHeadIn =
-                serde_json::from_slice(head).map_err(|e| bad(format!("unreadable: {e}")))?;
+            let bytes = tail_length(head)
+                .ok_or_else(|| bad("its head does not end with its record's length".into()))?;
             let end = start
-                .checked_add(head.bytes)
+                .checked_add(bytes)
                 .filter(|&end| end < data.len() && data[end] == b'\n')
-                .ok_or_else(|| bad(format!("its {} bytes run past the image", head.bytes)))?;
-            match layout.classify(&head.key) {
-                Some(KeyKind::Estate | KeyKind::Resource | KeyKind::Output) => {}
-                _ => {
-                    return Err(bad(format!(
-                        "{} is no state record of this estate",
-                        head.key
-                    )));
-                }
-            }
-            if slots
-                .last()
-                .is_some_and(|s: &Slot| s.key.bytes(&data) >= head.key.as_bytes())
-            {
-                return Err(bad(format!("{} is out of key order", head.key)));
-            }
-            let slot = Slot {
-                key: Text::of(head.key, &data),
-                version: head.version,
-                digest: Text::of(head.digest, &data),
-                rank: head.rank,
-                log: head.log.map(|l| Text::of(l, &data)),
+                .ok_or_else(|| bad(format!("its {bytes} bytes run past the image")))?;
+            spans.push(Span {
+                head: at..start - 1,
                 start,
                 end,
-            };
-            slots.push(slot);
+            });
             at = end + 1;
+        }
+        let slots = read_heads(layout, &data, &spans)?;
+        for (index, pair) in slots.windows(2).enumerate() {
+            if pair[0].key.bytes(&data) >= pair[1].key.bytes(&data) {
+                return Err(ImageError::Entry {
+                    index: index + 1,
+                    reason: format!("{} is out of key order", pair[1].key.get(&data)),
+                });
+            }
         }
         if slots.len() != header.entries {
             return Err(ImageError::Format(format!(
@@ -498,7 +572,26 @@ impl Image {
 
     /// The entry for `key`, only when it holds the version the listing gave: never another.
     pub fn entry_at(&self, key: &str, listed: &Version) -> Option<ImageEntry<'_>> {
-        let slot = self.slot_of(key)?;
+        self.entry_at_from(key, listed, &mut 0)
+    }
+
+    /// [`Image::entry_at`] for keys asked in key order: `next` is the slot after the last one
+    /// found, tried first (one comparison where a search makes some fourteen at 10,000 entries).
+    pub fn entry_at_from(
+        &self,
+        key: &str,
+        listed: &Version,
+        next: &mut usize,
+    ) -> Option<ImageEntry<'_>> {
+        let at = match self.slots.get(*next) {
+            Some(s) if s.key.bytes(&self.data) == key.as_bytes() => *next,
+            _ => self
+                .slots
+                .binary_search_by(|s| s.key.bytes(&self.data).cmp(key.as_bytes()))
+                .ok()?,
+        };
+        *next = at + 1;
+        let slot = &self.slots[at];
         (slot.version.token == listed.token || cut(Mechanism::ImageVersion))
             .then(|| self.entry(slot))
     }

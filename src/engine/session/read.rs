@@ -952,29 +952,29 @@ fn decode_entries(
     image: &Image,
     wanted: &[Wanted],
 ) -> Vec<Result<Decoded, SessionError>> {
-    let one = |w: &Wanted| match image.entry_at(&w.0, &w.2) {
+    // Each chunk's keys come in key order: each lookup tries the slot after the last first.
+    let one = |w: &Wanted, next: &mut usize| match image.entry_at_from(&w.0, &w.2, next) {
         Some(e) => decode_entry(layout, &w.1, e),
         None => Err(unreadable(
             &w.0,
             "the image holds no entry at the listed version",
         )),
     };
+    let run = |chunk: &[Wanted]| {
+        let mut next = 0;
+        chunk.iter().map(|w| one(w, &mut next)).collect::<Vec<_>>()
+    };
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(8);
     if threads < 2 || wanted.len() < 256 {
-        return wanted.iter().map(one).collect();
+        return run(wanted);
     }
     let per = wanted.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let handles: Vec<_> = wanted
             .chunks(per)
-            .map(|chunk| {
-                (
-                    chunk,
-                    scope.spawn(move || chunk.iter().map(one).collect::<Vec<_>>()),
-                )
-            })
+            .map(|chunk| (chunk, scope.spawn(move || run(chunk))))
             .collect();
         handles
             .into_iter()
