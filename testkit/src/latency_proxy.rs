@@ -21,6 +21,8 @@ pub struct Call {
     pub target: Option<String>,
     /// The AWS Query action (`Action=` of a form body, as IAM sends), when the request names one.
     pub action: Option<String>,
+    /// The request's header names, lowercased.
+    pub headers: Vec<String>,
     /// Request bytes (head and body).
     pub up: usize,
     /// Answer bytes (head and body).
@@ -210,6 +212,15 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Resul
     }
 }
 
+/// The request's header names, lowercased.
+fn header_names(request: &[u8]) -> Vec<String> {
+    let head = String::from_utf8_lossy(&request[..head_end(request)]);
+    head.split("\r\n")
+        .skip(1)
+        .filter_map(|line| Some(line.split_once(':')?.0.trim().to_ascii_lowercase()))
+        .collect()
+}
+
 /// The request's `X-Amz-Target` header, if it has one.
 fn amz_target(request: &[u8]) -> Option<String> {
     let head = String::from_utf8_lossy(&request[..head_end(request)]);
@@ -308,6 +319,7 @@ async fn serve(
         let answer = keep_alive(forward(upstream, &request).await?, method == "HEAD");
         sock.write_all(&answer).await?;
         log.lock().unwrap().push(Call {
+            headers: header_names(&request),
             up: request.len(),
             down: answer.len(),
             method,

@@ -845,6 +845,17 @@ async fn s3_cold_read_is_an_image_get_and_one_page_of_the_log() {
         image_get.down,
         stored.len()
     );
+    // The SDK's second agent header is left off (store/s3/agent.rs); its `User-Agent` stays.
+    for c in &calls {
+        let has = |h: &str| c.headers.iter().any(|n| n == h);
+        assert!(
+            has("user-agent") && !has("x-amz-user-agent"),
+            "{} {}: {:?}",
+            c.method,
+            c.path,
+            c.headers
+        );
+    }
     let log_page = calls
         .iter()
         .find(|c| c.path.contains("list-type=2"))

@@ -9,6 +9,7 @@ use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::ServerSideEncryption;
 
+use super::agent::OneUserAgent;
 use super::settings::S3Settings;
 use super::unreached::UnreachedBudget;
 use crate::cut::{Mechanism, cut};
@@ -131,6 +132,7 @@ impl S3Store {
             )
             // A store it cannot connect to is given up on its shorter budget, not tried for minutes.
             .interceptor(UnreachedBudget { policy })
+            .interceptor(OneUserAgent)
             .timeout_config(
                 aws_sdk_s3::config::timeout::TimeoutConfig::builder()
                     .connect_timeout(retry::connect_timeout())

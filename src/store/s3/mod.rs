@@ -7,6 +7,7 @@
 //! record-store calls and the settings that build it and its guard, `clock.rs` the store's time
 //! (a `Date` read by an interceptor), `unreached.rs` the SDK interceptor that gives up early on a store no try could connect to.
 
+mod agent;
 pub mod bucket;
 mod client;
 mod clock;
