@@ -1,9 +1,10 @@
 //! The estate image decoder: any bytes read as an image give an image or a named error, never a
 //! panic, and an image that decodes always assembles into a document that parses as JSON.
-//! The input is tried as a whole image and as the body of one framed with a valid checksum
-//! (so the fuzzer reaches the entries behind the CRC).
+//! The input is tried as a whole image, as the body of one framed with a valid checksum (so the
+//! fuzzer reaches the entries behind the CRC), and as the LZ4 block of a packed image framed with
+//! a valid checksum (so it reaches the decompressor).
 #![no_main]
-use choudoufu_live::engine::image::{IMAGE_FORMAT, Image};
+use choudoufu_live::engine::image::{IMAGE_FORMAT, Image, STORED_FORMAT};
 use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::session::{document, header_of, snapshot_of_image};
 use libfuzzer_sys::fuzz_target;
@@ -28,6 +29,14 @@ fuzz_target!(|data: &[u8]| {
     };
     let layout = Layout::new(estate);
     assemble(&layout, data.to_vec());
+    let mut packed = format!(
+        "{STORED_FORMAT}\n{{\"text_bytes\":{},\"crc32\":{}}}\n",
+        data.len().saturating_mul(8),
+        crc32fast::hash(data)
+    )
+    .into_bytes();
+    packed.extend_from_slice(data);
+    assemble(&layout, packed);
     let Some((&entries, body)) = data.split_first() else {
         return;
     };

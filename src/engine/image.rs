@@ -269,13 +269,18 @@ fn pack(text: &[u8]) -> Vec<u8> {
         text_bytes: text.len(),
         crc32: crc32fast::hash(&block),
     };
-    let mut out = Vec::with_capacity(block.len() + 96);
-    out.extend_from_slice(STORED_FORMAT.as_bytes());
+    framed(STORED_FORMAT, &packed, &block)
+}
+
+/// `tag`'s line, `head` as a JSON line, then `body`: the frame of an image's text and of its packing.
+fn framed(tag: &str, head: &impl Serialize, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 256);
+    out.extend_from_slice(tag.as_bytes());
     out.push(b'\n');
-    // Two numbers: serialising cannot fail.
-    let _ = serde_json::to_writer(&mut out, &packed);
+    // Numbers and strings (Packed, Header): serialising cannot fail.
+    let _ = serde_json::to_writer(&mut out, head);
     out.push(b'\n');
-    out.extend_from_slice(&block);
+    out.extend_from_slice(body);
     out
 }
 
@@ -495,13 +500,7 @@ impl Image {
             }),
             pending: log.map(|m| m.pending.clone()).unwrap_or_default(),
         };
-        let mut out = Vec::with_capacity(body.len() + 256);
-        out.extend_from_slice(IMAGE_FORMAT.as_bytes());
-        out.push(b'\n');
-        let _ = serde_json::to_writer(&mut out, &header);
-        out.push(b'\n');
-        out.extend_from_slice(&body);
-        out
+        framed(IMAGE_FORMAT, &header, &body)
     }
 
     /// The same image, noted as the store's object at `version`.
