@@ -912,6 +912,109 @@ mod tests {
         assert!(Image::decode(&l, Vec::new()).is_err());
     }
 
+    /// An image's text framed with a good checksum around `body`.
+    fn text_of(body: &str, entries: usize) -> Vec<u8> {
+        let header = format!(
+            "{{\"estate\":\"e\",\"run_id\":\"r\",\"written_at\":\"t\",\"entries\":{entries},\"body_crc32\":{}}}",
+            crc32fast::hash(body.as_bytes())
+        );
+        format!("{IMAGE_FORMAT}\n{header}\n{body}").into_bytes()
+    }
+
+    #[test]
+    fn heads_that_misstate_their_length_are_refused_and_many_read_over_the_cores() {
+        let l = layout("e");
+        let entry = |name: &str, bytes: &str, head_tail: &str| {
+            format!(
+                r#"{{"key":"tofu-records/e/r/{name}","version":{{"token":"v"}},"digest":"d"{head_tail}}}"#
+            ) + "\n"
+                + bytes
+                + "\n"
+        };
+        // The length is not the head's last field, or is not a number: not read as an image.
+        for tail in [r#","bytes":2,"log":"n""#, r#","bytes":"2""#, ""] {
+            let data = text_of(&entry("x.a", "{}", tail), 1);
+            assert!(
+                matches!(
+                    Image::decode(&l, data),
+                    Err(ImageError::Entry { index: 0, .. })
+                ),
+                "{tail}"
+            );
+        }
+        // Two `bytes` fields that disagree: the one the entry was found by is not the head's.
+        let data = text_of(&entry("x.a", "{}", r#","bytes":9,"bytes":2"#), 1);
+        assert!(Image::decode(&l, data).is_err());
+        // Enough entries to be read over the cores: the same as one by one, errors included.
+        let names: Vec<String> = (0..3000).map(|i| format!("x.r{i:05}")).collect();
+        let body: String = names
+            .iter()
+            .map(|n| entry(n, "{}", r#","bytes":2"#))
+            .collect();
+        let image = Image::decode(&l, text_of(&body, names.len())).unwrap();
+        assert_eq!(image.len(), 3000);
+        let mut next = 0;
+        for n in &names {
+            let e = image.entry_at_from(&l.resource_key(n), &Version::new("v"), &mut next);
+            assert_eq!(e.map(|e| e.bytes), Some(&b"{}"[..]), "{n}");
+        }
+        let mut swapped = names.clone();
+        swapped.swap(2000, 2001);
+        let body: String = swapped
+            .iter()
+            .map(|n| entry(n, "{}", r#","bytes":2"#))
+            .collect();
+        assert!(matches!(
+            Image::decode(&l, text_of(&body, names.len())),
+            Err(ImageError::Entry { index: 2001, .. })
+        ));
+        let mut foreign = body.clone();
+        foreign.push_str(&entry("x", "{}", r#","bytes":2"#).replace("/r/x", "/p/x"));
+        assert!(Image::decode(&l, text_of(&foreign, names.len() + 1)).is_err());
+    }
+
+    #[test]
+    fn a_packed_image_reads_as_its_text_and_a_bad_block_is_refused() {
+        let l = layout("e");
+        let packed = sample(&l);
+        assert!(packed.starts_with(format!("{STORED_FORMAT}\n").as_bytes()));
+        let image = Image::decode(&l, packed.clone()).unwrap();
+        let text = image.bytes().to_vec();
+        assert!(text.starts_with(format!("{IMAGE_FORMAT}\n").as_bytes()));
+        // The root's copy keeps the text: it reads the same.
+        let again = Image::decode(&l, text.clone()).unwrap();
+        assert_eq!(
+            again.keys().collect::<Vec<_>>(),
+            image.keys().collect::<Vec<_>>()
+        );
+        // A block that is no LZ4 block, behind a good checksum: refused by name, no panic.
+        let junk = b"\xff\xff\xff\xff not lz4";
+        let bad = framed(
+            STORED_FORMAT,
+            &Packed {
+                text_bytes: 64,
+                crc32: crc32fast::hash(junk),
+            },
+            junk,
+        );
+        assert!(
+            matches!(Image::decode(&l, bad), Err(ImageError::Format(m)) if m.contains("decompress"))
+        );
+        // A length past any image is refused before anything is allocated for it.
+        let block = lz4_flex::block::compress(&text);
+        let huge = framed(
+            STORED_FORMAT,
+            &Packed {
+                text_bytes: MAX_IMAGE_BYTES + 1,
+                crc32: crc32fast::hash(&block),
+            },
+            &block,
+        );
+        assert!(
+            matches!(Image::decode(&l, huge), Err(ImageError::Format(m)) if m.contains("larger"))
+        );
+    }
+
     #[test]
     fn ranges_tile_each_segment_and_skip_marks_and_runs() {
         let l = layout("e");
