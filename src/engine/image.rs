@@ -34,6 +34,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::cut::{Mechanism, cut};
+use crate::engine::cores::over_cores;
 use crate::engine::digest::sha256_hex;
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
@@ -341,30 +342,14 @@ fn read_heads(layout: &Layout, data: &[u8], spans: &[Span]) -> Result<Vec<Slot>,
             })
             .collect()
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    if threads < 2 || spans.len() < 1024 {
-        return read(0, spans);
-    }
-    let per = spans.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = spans
-            .chunks(per)
-            .enumerate()
-            .map(|(i, chunk)| scope.spawn(move || read(i * per, chunk)))
-            .collect();
-        let mut slots = Vec::with_capacity(spans.len());
-        for h in handles {
-            match h.join() {
-                Ok(part) => slots.extend(part?),
-                Err(_) => {
-                    return Err(ImageError::Format("reading its entry heads failed".into()));
-                }
-            }
+    let mut slots = Vec::with_capacity(spans.len());
+    for part in over_cores(spans, 1024, read) {
+        match part {
+            Ok(part) => slots.extend(part?),
+            Err(_) => return Err(ImageError::Format("reading its entry heads failed".into())),
         }
-        Ok(slots)
-    })
+    }
+    Ok(slots)
 }
 
 impl Image {
@@ -540,13 +525,16 @@ impl Image {
         }
     }
 
+    /// The index of `key`'s slot.
+    fn index_of(&self, key: &str) -> Option<usize> {
+        self.slots
+            .binary_search_by(|s| s.key.bytes(&self.data).cmp(key.as_bytes()))
+            .ok()
+    }
+
     /// The slot of `key`.
     fn slot_of(&self, key: &str) -> Option<&Slot> {
-        let i = self
-            .slots
-            .binary_search_by(|s| s.key.bytes(&self.data).cmp(key.as_bytes()))
-            .ok()?;
-        self.slots.get(i)
+        self.slots.get(self.index_of(key)?)
     }
 
     /// What it says of the write log (none: written by an older program).
@@ -584,10 +572,7 @@ impl Image {
     ) -> Option<ImageEntry<'_>> {
         let at = match self.slots.get(*next) {
             Some(s) if s.key.bytes(&self.data) == key.as_bytes() => *next,
-            _ => self
-                .slots
-                .binary_search_by(|s| s.key.bytes(&self.data).cmp(key.as_bytes()))
-                .ok()?,
+            _ => self.index_of(key)?,
         };
         *next = at + 1;
         let slot = &self.slots[at];

@@ -15,6 +15,7 @@ use super::error::SessionError;
 use super::handle::Session;
 use super::snapshot::{BaseEntry, Snapshot};
 use crate::cut::{Mechanism, cut};
+use crate::engine::cores::over_cores;
 use crate::engine::image::{
     Held, Image, ImageEntry, LogMark, RANGE_KEYS, RangePlan, load_local, plan_ranges,
     plan_resources_after, refresh_bound, save_local,
@@ -964,30 +965,17 @@ fn decode_entries(
         let mut next = 0;
         chunk.iter().map(|w| one(w, &mut next)).collect::<Vec<_>>()
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(8);
-    if threads < 2 || wanted.len() < 256 {
-        return run(wanted);
-    }
-    let per = wanted.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = wanted
-            .chunks(per)
-            .map(|chunk| (chunk, scope.spawn(move || run(chunk))))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(chunk, h)| {
-                h.join().unwrap_or_else(|_| {
-                    chunk
-                        .iter()
-                        .map(|w| Err(unreadable(&w.0, "decoding it from the image failed")))
-                        .collect()
-                })
+    over_cores(wanted, 256, |_, chunk| run(chunk))
+        .into_iter()
+        .flat_map(|part| {
+            part.unwrap_or_else(|chunk| {
+                chunk
+                    .iter()
+                    .map(|w| Err(unreadable(&w.0, "decoding it from the image failed")))
+                    .collect()
             })
-            .collect()
-    })
+        })
+        .collect()
 }
 
 fn unreadable(key: &str, reason: &str) -> SessionError {
