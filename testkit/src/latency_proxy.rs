@@ -212,24 +212,23 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Resul
     }
 }
 
-/// The request's header names, lowercased.
-fn header_names(request: &[u8]) -> Vec<String> {
+/// The request's headers, as (lowercased name, trimmed value).
+fn headers(request: &[u8]) -> Vec<(String, String)> {
     let head = String::from_utf8_lossy(&request[..head_end(request)]);
     head.split("\r\n")
         .skip(1)
-        .filter_map(|line| Some(line.split_once(':')?.0.trim().to_ascii_lowercase()))
+        .filter_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            Some((name.trim().to_ascii_lowercase(), value.trim().to_string()))
+        })
         .collect()
 }
 
 /// The request's `X-Amz-Target` header, if it has one.
-fn amz_target(request: &[u8]) -> Option<String> {
-    let head = String::from_utf8_lossy(&request[..head_end(request)]);
-    head.split("\r\n").find_map(|line| {
-        let (name, value) = line.split_once(':')?;
-        name.trim()
-            .eq_ignore_ascii_case("x-amz-target")
-            .then(|| value.trim().to_string())
-    })
+fn amz_target(headers: &[(String, String)]) -> Option<String> {
+    headers
+        .iter()
+        .find_map(|(name, value)| (name == "x-amz-target").then(|| value.clone()))
 }
 
 /// The request's Query action (`Action=...` in its form body), if it has one.
@@ -306,7 +305,8 @@ async fn serve(
         let mut words = line.split_whitespace();
         let method = words.next().unwrap_or_default().to_string();
         let path = words.next().unwrap_or_default().to_string();
-        let target = amz_target(&request);
+        let headers = headers(&request);
+        let target = amz_target(&headers);
         let action = query_action(&request);
         gate.arrived.lock().unwrap().push(Arrival {
             target: target.clone(),
@@ -319,7 +319,7 @@ async fn serve(
         let answer = keep_alive(forward(upstream, &request).await?, method == "HEAD");
         sock.write_all(&answer).await?;
         log.lock().unwrap().push(Call {
-            headers: header_names(&request),
+            headers: headers.into_iter().map(|(name, _)| name).collect(),
             up: request.len(),
             down: answer.len(),
             method,
