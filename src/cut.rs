@@ -83,6 +83,8 @@ pub enum Mechanism {
     ImagePack,
     /// Listing a short first page of the write log (cut: a full page of 1,000 entries).
     LogFirstPage,
+    /// Serving a resource record an image describes without decoding it (cut: every image record is decoded as it is read).
+    LazyRecords,
     /// Counting a record of the run's own last read as in the image when the image holds it at that version.
     ImagePrior,
     /// A writer refusing to write when its clock is too far from the store's (the write log's skew check).
@@ -195,6 +197,7 @@ impl Mechanism {
         Mechanism::ImagePrior,
         Mechanism::ImagePack,
         Mechanism::LogFirstPage,
+        Mechanism::LazyRecords,
         Mechanism::ClockSkew,
         Mechanism::LogStall,
         Mechanism::LogEntries,
@@ -283,6 +286,7 @@ impl Mechanism {
             Mechanism::ImagePrior => "image-prior",
             Mechanism::ImagePack => "image-pack",
             Mechanism::LogFirstPage => "log-first-page",
+            Mechanism::LazyRecords => "lazy-records",
             Mechanism::ClockSkew => "clock-skew",
             Mechanism::LogStall => "log-stall",
             Mechanism::LogEntries => "log-entries",

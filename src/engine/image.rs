@@ -38,7 +38,8 @@ use crate::engine::cores::over_cores;
 use crate::engine::digest::sha256_hex;
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
-use crate::engine::state::InstanceRank;
+use crate::engine::record::{Summary, resource_belongs_at, summary_of_final};
+use crate::engine::state::{InstanceRank, ResourceView};
 use crate::store::private_file::{self, Durability};
 use crate::store::{KeyRange, RangeStart, Version};
 
@@ -131,6 +132,8 @@ struct EntryHead<'a> {
     rank: Option<&'a InstanceRank>,
     #[serde(skip_serializing_if = "Option::is_none")]
     log: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    res: Option<Summary>,
     bytes: usize,
 }
 
@@ -146,6 +149,8 @@ struct EntryHeadIn<'a> {
     rank: Option<InstanceRank>,
     #[serde(default, borrow)]
     log: Option<Cow<'a, str>>,
+    #[serde(default)]
+    res: Option<Summary>,
     bytes: usize,
 }
 
@@ -169,41 +174,41 @@ pub struct ImageEntry<'a> {
 /// A text of an entry's head: where it lies in the image's bytes, or, when the head escaped it, its own.
 #[derive(Clone, Debug)]
 enum Text {
-    /// `data[start..end]`, valid UTF-8 (the head's parser read it there as a string).
+    /// `data[start..end]` (the head's parser read it there as a string: on char boundaries).
     At { start: usize, end: usize },
-    /// Unescaped from the head.
-    Own(Box<str>),
+    /// Unescaped (from a head, or a record's escaped string), shared by the slots that hold the same.
+    Own(Arc<str>),
 }
 
 impl Text {
     /// `text`, as a place in `data` when it lies there.
-    fn of(text: Cow<'_, str>, data: &[u8]) -> Text {
+    fn of(text: Cow<'_, str>, data: &str) -> Text {
         match text {
             Cow::Borrowed(b) => {
                 let start = (b.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
                 let end = start.saturating_add(b.len());
                 match data.get(start..end) {
                     Some(there) if there.as_ptr() == b.as_ptr() => Text::At { start, end },
-                    _ => Text::Own(b.into()),
+                    _ => Text::Own(Arc::from(b)),
                 }
             }
-            Cow::Owned(o) => Text::Own(o.into_boxed_str()),
+            Cow::Owned(o) => Text::Own(Arc::from(o)),
         }
     }
 
     /// The text, read from `data` (the bytes it was found in).
-    fn get<'a>(&'a self, data: &'a [u8]) -> &'a str {
+    fn get<'a>(&'a self, data: &'a str) -> &'a str {
         match self {
-            // Read there as a string when the image was decoded: it is UTF-8.
-            Text::At { start, end } => std::str::from_utf8(&data[*start..*end]).unwrap_or_default(),
+            // The image's text was checked as UTF-8 once, when it was decoded.
+            Text::At { start, end } => data.get(*start..*end).unwrap_or_default(),
             Text::Own(own) => own,
         }
     }
 
     /// Its bytes, for ordering (byte order is a string's order).
-    fn bytes<'a>(&'a self, data: &'a [u8]) -> &'a [u8] {
+    fn bytes<'a>(&'a self, data: &'a str) -> &'a [u8] {
         match self {
-            Text::At { start, end } => &data[*start..*end],
+            Text::At { start, end } => data.as_bytes().get(*start..*end).unwrap_or_default(),
             Text::Own(own) => own.as_bytes(),
         }
     }
@@ -217,14 +222,149 @@ struct Slot {
     digest: Text,
     rank: Option<InstanceRank>,
     log: Option<Text>,
+    res: Option<SlotSummary>,
     start: usize,
     end: usize,
+}
+
+/// A resource record's [`Summary`] as a slot keeps it: texts in the image's bytes, and where its instance lies there.
+#[derive(Clone, Debug)]
+struct SlotSummary {
+    address: Text,
+    module: Option<Text>,
+    mode: Text,
+    type_name: Text,
+    name: Text,
+    each: Option<Text>,
+    provider: Text,
+    terraform_version: Option<Text>,
+    instance: std::ops::Range<usize>,
+}
+
+impl SlotSummary {
+    /// `summary` of the record at `start..end` of `data`: each text inside the record between
+    /// quotes with no escape in it, the instance an object inside the record, the address one
+    /// that belongs at `key`.
+    fn of(
+        summary: Summary,
+        last: &mut Option<(std::ops::Range<usize>, Arc<str>)>,
+        data: &str,
+        (start, end): (usize, usize),
+        key: &str,
+        layout: &Layout,
+    ) -> Result<SlotSummary, String> {
+        let bytes = data.as_bytes();
+        // `[from, to)` of the record, as a range of `data`, when it lies inside the record.
+        let place = |[from, to]: [usize; 2]| -> Option<std::ops::Range<usize>> {
+            let range = start.checked_add(from)?..start.checked_add(to)?;
+            (from <= to && range.end <= end).then_some(range)
+        };
+        // A text at `span` (`[0, 0]`: none, where `optional`).
+        let mut text = |span: [usize; 2], optional: bool| -> Result<Option<Text>, String> {
+            if optional && span == [0, 0] {
+                return Ok(None);
+            }
+            let range = place(span).ok_or("its summary places a text outside its record")?;
+            let quoted = range.start > start
+                && range.end < end
+                && bytes[range.start - 1] == b'"'
+                && bytes[range.end] == b'"';
+            let nowhere = || String::from("its summary places a text where no string lies");
+            if !quoted {
+                return Err(nowhere());
+            }
+            let plain = bytes[range.clone()]
+                .iter()
+                .all(|&b| b != b'"' && b != b'\\' && b >= 0x20);
+            match data.get(range.clone()) {
+                Some(_) if plain => Ok(Some(Text::At {
+                    start: range.start,
+                    end: range.end,
+                })),
+                // Escaped (a provider address is, with its quotes): the string, read once for
+                // the records in a row that hold the same.
+                Some(raw) => {
+                    if let Some((at, text)) = last.as_ref()
+                        && data.get(at.clone()) == Some(raw)
+                    {
+                        return Ok(Some(Text::Own(Arc::clone(text))));
+                    }
+                    let text: Arc<str> =
+                        serde_json::from_str::<String>(&data[range.start - 1..range.end + 1])
+                            .map_err(|_| nowhere())?
+                            .into();
+                    *last = Some((range, Arc::clone(&text)));
+                    Ok(Some(Text::Own(text)))
+                }
+                None => Err(nowhere()),
+            }
+        };
+        let [
+            address,
+            module,
+            mode,
+            type_name,
+            name,
+            each,
+            provider,
+            version,
+            instance,
+        ] = summary.0;
+        let instance = place(instance)
+            .filter(|r| r.start < r.end && bytes[r.start] == b'{' && bytes[r.end - 1] == b'}')
+            .ok_or("its summary places the instance outside its record")?;
+        let missing = || String::from("its summary lacks a text every resource has");
+        let mut needed = |span| text(span, false)?.ok_or_else(missing);
+        let address = needed(address)?;
+        let named = address.get(data);
+        if !resource_belongs_at(named, key, layout) {
+            return Err(format!(
+                "its summary names {named:?}, which does not belong at its key"
+            ));
+        }
+        let (mode, type_name, name, provider) = (
+            needed(mode)?,
+            needed(type_name)?,
+            needed(name)?,
+            needed(provider)?,
+        );
+        Ok(SlotSummary {
+            address,
+            mode,
+            type_name,
+            name,
+            provider,
+            module: text(module, true)?,
+            each: text(each, true)?,
+            terraform_version: text(version, true)?,
+            instance,
+        })
+    }
+}
+
+/// A resource record as its image entry's head describes it: what a read serves without decoding the record.
+#[derive(Clone, Debug)]
+pub struct Described<'a> {
+    /// The instance address.
+    pub address: &'a str,
+    /// Its resource.
+    pub resource: ResourceView<'a>,
+    /// Its writer's terraform version.
+    pub terraform_version: Option<&'a str>,
+    /// Its instance's text in final form (compact JSON, as the served document holds it).
+    pub instance: &'a [u8],
+    /// Where the instance sorts within its resource.
+    pub rank: &'a InstanceRank,
+    /// The name of the write log entry its writer stamp carries.
+    pub log: Option<&'a str>,
 }
 
 /// A decoded estate image: entries in key order over the image's own bytes.
 #[derive(Clone, Debug)]
 pub struct Image {
-    data: Vec<u8>,
+    layout: Layout,
+    /// Its text, checked as UTF-8 once when decoded.
+    data: String,
     slots: Vec<Slot>,
     stored: Option<Version>,
     log: Option<LogMark>,
@@ -306,8 +446,9 @@ fn tail_length(head: &[u8]) -> Option<usize> {
 
 /// Read the heads of `spans` (split over the machine's cores when there are many), each a
 /// state record of `layout`'s estate whose length is the one its span was found by.
-fn read_heads(layout: &Layout, data: &[u8], spans: &[Span]) -> Result<Vec<Slot>, ImageError> {
+fn read_heads(layout: &Layout, data: &str, spans: &[Span]) -> Result<Vec<Slot>, ImageError> {
     let read = |first: usize, chunk: &[Span]| -> Result<Vec<Slot>, ImageError> {
+        let mut last = None;
         chunk
             .iter()
             .enumerate()
@@ -316,8 +457,10 @@ fn read_heads(layout: &Layout, data: &[u8], spans: &[Span]) -> Result<Vec<Slot>,
                     index: first + i,
                     reason,
                 };
-                let head: EntryHeadIn = serde_json::from_slice(&data[span.head.clone()])
-                    .map_err(|e| bad(format!("unreadable: {e}")))?;
+                // A head lies between two newlines: its range is on char boundaries.
+                let head: EntryHeadIn =
+                    serde_json::from_str(data.get(span.head.clone()).unwrap_or_default())
+                        .map_err(|e| bad(format!("unreadable: {e}")))?;
                 if head.bytes != span.end - span.start {
                     return Err(bad("its head names two lengths".into()));
                 }
@@ -330,7 +473,32 @@ fn read_heads(layout: &Layout, data: &[u8], spans: &[Span]) -> Result<Vec<Slot>,
                         )));
                     }
                 }
+                let res = match (head.res, &head.rank) {
+                    (None, _) => None,
+                    (Some(summary), Some(_))
+                        if layout.classify(&head.key) == Some(KeyKind::Resource) =>
+                    {
+                        Some(
+                            SlotSummary::of(
+                                summary,
+                                &mut last,
+                                data,
+                                (span.start, span.end),
+                                &head.key,
+                                layout,
+                            )
+                            .map_err(bad)?,
+                        )
+                    }
+                    (Some(_), _) => {
+                        return Err(bad(
+                            "it summarises a record that is no resource instance with a rank"
+                                .into(),
+                        ));
+                    }
+                };
                 Ok(Slot {
+                    res,
                     key: Text::of(head.key, data),
                     version: head.version,
                     digest: Text::of(head.digest, data),
@@ -404,6 +572,9 @@ impl Image {
             });
             at = end + 1;
         }
+        // Checked once here, so the heads parse as text and their strings are read in place.
+        let data = String::from_utf8(data)
+            .map_err(|e| ImageError::Format(format!("its text is not UTF-8: {e}")))?;
         let slots = read_heads(layout, &data, &spans)?;
         for (index, pair) in slots.windows(2).enumerate() {
             if pair[0].key.bytes(&data) >= pair[1].key.bytes(&data) {
@@ -425,6 +596,7 @@ impl Image {
             pending: header.pending,
         });
         Ok(Image {
+            layout: layout.clone(),
             data,
             slots,
             stored: None,
@@ -458,12 +630,14 @@ impl Image {
         entries.dedup_by(|a, b| a.key == b.key);
         let mut body = Vec::with_capacity(entries.iter().map(|e| e.bytes.len() + 160).sum());
         for e in &entries {
+            let resource = e.rank.is_some() && layout.classify(e.key) == Some(KeyKind::Resource);
             let head = EntryHead {
                 key: e.key,
                 version: e.version,
                 digest: e.digest,
                 rank: e.rank,
                 log: e.log,
+                res: resource.then(|| summary_of_final(e.bytes)).flatten(),
                 bytes: e.bytes.len(),
             };
             // An entry head has string keys only: serialising cannot fail.
@@ -501,7 +675,7 @@ impl Image {
 
     /// The image's text (unpacked).
     pub fn bytes(&self) -> &[u8] {
-        &self.data
+        self.data.as_bytes()
     }
 
     /// How many records it holds.
@@ -520,7 +694,11 @@ impl Image {
             version: &slot.version,
             digest: slot.digest.get(&self.data),
             rank: slot.rank.as_ref(),
-            bytes: &self.data[slot.start..slot.end],
+            bytes: self
+                .data
+                .as_bytes()
+                .get(slot.start..slot.end)
+                .unwrap_or_default(),
             log: slot.log.as_ref().map(|l| l.get(&self.data)),
         }
     }
@@ -535,6 +713,73 @@ impl Image {
     /// The slot of `key`.
     fn slot_of(&self, key: &str) -> Option<&Slot> {
         self.slots.get(self.index_of(key)?)
+    }
+
+    /// The estate layout it was read for.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The entry in slot `index` (see [`Image::entry_at_from`]).
+    pub fn entry_by_index(&self, index: usize) -> Option<ImageEntry<'_>> {
+        self.slots.get(index).map(|s| self.entry(s))
+    }
+
+    /// The resource record in slot `index` as its head describes it (none: not a resource record, or a head written without a summary).
+    pub fn described(&self, index: usize) -> Option<Described<'_>> {
+        let slot = self.slots.get(index)?;
+        let res = slot.res.as_ref()?;
+        fn borrowed<'b>(t: &'b Text, data: &'b str) -> Cow<'b, str> {
+            Cow::Borrowed(t.get(data))
+        }
+        let text = |t| borrowed(t, &self.data);
+        Some(Described {
+            address: res.address.get(&self.data),
+            resource: ResourceView {
+                module: res.module.as_ref().map(text),
+                mode: text(&res.mode),
+                type_name: text(&res.type_name),
+                name: text(&res.name),
+                each: res.each.as_ref().map(text),
+                provider: text(&res.provider),
+            },
+            terraform_version: res.terraform_version.as_ref().map(|t| t.get(&self.data)),
+            instance: self.data.as_bytes().get(res.instance.clone())?,
+            rank: slot.rank.as_ref()?,
+            log: slot.log.as_ref().map(|l| l.get(&self.data)),
+        })
+    }
+
+    /// Whether its head describes the resource record in slot `index` (see [`Image::described`]).
+    pub fn describes(&self, index: usize) -> bool {
+        self.slots.get(index).is_some_and(|s| s.res.is_some())
+    }
+
+    /// The instance address of the resource record its head describes in slot `index`.
+    pub fn described_address(&self, index: usize) -> Option<&str> {
+        let res = self.slots.get(index)?.res.as_ref()?;
+        Some(res.address.get(&self.data))
+    }
+
+    /// The writer's terraform version of the resource record its head describes in slot `index`
+    /// (the outer none: not described).
+    pub fn described_terraform_version(&self, index: usize) -> Option<Option<&str>> {
+        let res = self.slots.get(index)?.res.as_ref()?;
+        Some(res.terraform_version.as_ref().map(|t| t.get(&self.data)))
+    }
+
+    /// The write log entry name the record in slot `index` carries.
+    pub fn log_at(&self, index: usize) -> Option<&str> {
+        self.slots
+            .get(index)?
+            .log
+            .as_ref()
+            .map(|l| l.get(&self.data))
+    }
+
+    /// Where the resource instance in slot `index` sorts within its resource.
+    pub fn rank_at(&self, index: usize) -> Option<&InstanceRank> {
+        self.slots.get(index)?.rank.as_ref()
     }
 
     /// What it says of the write log (none: written by an older program).
@@ -775,7 +1020,7 @@ pub fn save_local(cache: &ReadCache, layout: &Layout, held: &Held) {
                 serde_json::to_writer(&mut *f, &head)?;
                 f.write_all(b"\n")?;
                 if let Some(image) = image {
-                    f.write_all(&image.data)?;
+                    f.write_all(image.data.as_bytes())?;
                 }
                 Ok(())
             })

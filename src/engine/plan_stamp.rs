@@ -239,7 +239,7 @@ impl PlanStamp {
             if !same {
                 let address = planned
                     .map(|p| p.address.clone())
-                    .or_else(|| stored.map(|s| s.record.address().to_string()))
+                    .or_else(|| stored.map(|s| s.address().to_string()))
                     .unwrap_or_else(|| key.clone());
                 moved.push(MovedRecord {
                     address,

@@ -23,7 +23,7 @@ pub const ESTATE_FORMAT: &str = "choudoufu-live/estate/v1";
 pub const MAX_RECORD_BYTES: usize = 64 * 1024 * 1024;
 
 /// A record in the store that cannot be decoded or does not belong where it lies.
-#[derive(Debug, Error)]
+#[derive(Clone, Debug, Error)]
 #[error("corrupted record at {key}: {reason}; the run stopped before writing anything")]
 pub struct CorruptRecord {
     /// The store key.
@@ -123,6 +123,92 @@ struct WireFinal<'a> {
     output: Option<Value>,
     program: ProgramStamp,
     writer: Writer,
+}
+
+/// Where a resource record in final form holds what a read serves of it without decoding it:
+/// each text as `[start, end)` of the record's bytes, its JSON string's content between its
+/// quotes (escapes as written), `[0, 0]` when absent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary(pub [[usize; 2]; SUMMARY_SPANS]);
+
+/// How many ranges a [`Summary`] holds: address, module, mode, type, name, each, provider,
+/// the writer's terraform version, and the instance object.
+pub const SUMMARY_SPANS: usize = 9;
+
+/// A record in final form as [`summary_of_final`] reads it: its texts where they lie, every
+/// other field skipped.
+#[derive(Deserialize)]
+struct WireView<'a> {
+    kind: RecordKind,
+    #[serde(borrow)]
+    address: &'a RawValue,
+    #[serde(default, borrow)]
+    resource: Option<ResourceRaw<'a>>,
+    #[serde(default, borrow)]
+    instance: Option<&'a RawValue>,
+    #[serde(borrow)]
+    writer: WriterView<'a>,
+}
+
+#[derive(Deserialize)]
+struct ResourceRaw<'a> {
+    #[serde(default, borrow)]
+    module: Option<&'a RawValue>,
+    #[serde(borrow)]
+    mode: &'a RawValue,
+    #[serde(rename = "type", borrow)]
+    type_name: &'a RawValue,
+    #[serde(borrow)]
+    name: &'a RawValue,
+    #[serde(default, borrow)]
+    each: Option<&'a RawValue>,
+    #[serde(borrow)]
+    provider: &'a RawValue,
+}
+
+#[derive(Deserialize)]
+struct WriterView<'a> {
+    #[serde(default, borrow)]
+    terraform_version: Option<&'a RawValue>,
+}
+
+/// The summary of a resource record in final form (none: not one, or not readable as one).
+pub fn summary_of_final(bytes: &[u8]) -> Option<Summary> {
+    let wire: WireView = serde_json::from_slice(bytes).ok()?;
+    if wire.kind != RecordKind::Resource {
+        return None;
+    }
+    // Where `raw` lies in `bytes`.
+    let at = |raw: &str| -> Option<[usize; 2]> {
+        let start = (raw.as_ptr() as usize).checked_sub(bytes.as_ptr() as usize)?;
+        let end = start.checked_add(raw.len())?;
+        (bytes.get(start..end)?.as_ptr() == raw.as_ptr()).then_some([start, end])
+    };
+    // A string's content, between its quotes.
+    let text = |raw: &RawValue| -> Option<[usize; 2]> {
+        let [start, end] = at(raw.get())?;
+        (raw.get().len() >= 2 && raw.get().starts_with('"')).then_some([start + 1, end - 1])
+    };
+    let optional = |raw: Option<&RawValue>| match raw {
+        Some(r) if r.get() != "null" => text(r),
+        _ => Some([0, 0]),
+    };
+    let r = wire.resource?;
+    let instance = wire.instance?;
+    if !instance.get().starts_with('{') {
+        return None;
+    }
+    Some(Summary([
+        text(wire.address)?,
+        optional(r.module)?,
+        text(r.mode)?,
+        text(r.type_name)?,
+        text(r.name)?,
+        optional(r.each)?,
+        text(r.provider)?,
+        optional(wire.writer.terraform_version)?,
+        at(instance.get())?,
+    ]))
 }
 
 impl Serialize for Record {
@@ -310,10 +396,19 @@ fn check_origin(
 /// Whether `key` is `layout`'s key of the record `item` holds, building no key when it can
 /// tell without (a read checks every record it decodes, thousands at a time).
 fn belongs_at(item: &Item, key: &str, layout: &Layout) -> bool {
-    let (folder, name) = match item {
-        Item::Resource { address, .. } => ("r/", address.as_str()),
-        Item::Output { name, .. } => ("o/", name.as_str()),
-    };
+    match item {
+        Item::Resource { address, .. } => resource_belongs_at(address, key, layout),
+        Item::Output { name, .. } => named_at("o/", name, key, layout),
+    }
+}
+
+/// Whether `key` is `layout`'s key of the resource instance `address`.
+pub fn resource_belongs_at(address: &str, key: &str, layout: &Layout) -> bool {
+    named_at("r/", address, key, layout)
+}
+
+/// Whether `key` is `layout`'s key of `name` in `folder` (`r/` or `o/`).
+fn named_at(folder: &str, name: &str, key: &str, layout: &Layout) -> bool {
     let segment = (!cut(Mechanism::EstatePrefix))
         .then(|| {
             key.strip_prefix(ROOT_PREFIX)?
@@ -325,10 +420,8 @@ fn belongs_at(item: &Item, key: &str, layout: &Layout) -> bool {
     match segment {
         Some(segment) if name.len() * 3 <= MAX_READABLE_SEGMENT => escapes_to(name, segment),
         // A long name's segment may be its digest, and a cut prefix is another: build the key.
-        _ => match item {
-            Item::Resource { .. } => layout.resource_key(name) == key,
-            Item::Output { .. } => layout.output_key(name) == key,
-        },
+        _ if folder == "r/" => layout.resource_key(name) == key,
+        _ => layout.output_key(name) == key,
     }
 }
 

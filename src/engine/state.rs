@@ -1,5 +1,6 @@
 //! Terraform state v4 documents: split into one item per resource instance and output, and assembled back.
 
+use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Deref;
@@ -94,6 +95,43 @@ pub struct ResourceMeta {
     pub each: Option<String>,
     /// The provider configuration address.
     pub provider: String,
+}
+
+/// A resource as [`ResourceMeta`] names it, borrowed (from a record's bytes, or from a [`ResourceMeta`]) where it can be.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceView<'a> {
+    /// The module path; none for the root module.
+    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    pub module: Option<Cow<'a, str>>,
+    /// `managed` or `data`.
+    #[serde(borrow)]
+    pub mode: Cow<'a, str>,
+    /// The resource type.
+    #[serde(rename = "type", borrow)]
+    pub type_name: Cow<'a, str>,
+    /// The resource name.
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    /// `list` or `map`, when the resource repeats.
+    #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
+    pub each: Option<Cow<'a, str>>,
+    /// The provider configuration address.
+    #[serde(borrow)]
+    pub provider: Cow<'a, str>,
+}
+
+impl ResourceMeta {
+    /// The same resource, borrowed.
+    pub fn view(&self) -> ResourceView<'_> {
+        ResourceView {
+            module: self.module.as_deref().map(Cow::Borrowed),
+            mode: Cow::Borrowed(&self.mode),
+            type_name: Cow::Borrowed(&self.type_name),
+            name: Cow::Borrowed(&self.name),
+            each: self.each.as_deref().map(Cow::Borrowed),
+            provider: Cow::Borrowed(&self.provider),
+        }
+    }
 }
 
 /// One piece of a state document that becomes one record.

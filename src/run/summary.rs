@@ -141,9 +141,9 @@ pub async fn warn_unrecorded_after(ctx: &Ctx, backend: &Backend) {
     let mut recorded = Vec::new();
     let mut types = BTreeSet::new();
     for entry in snapshot.records.values() {
-        if let Some(meta) = entry.record.resource() {
-            recorded.push(entry.record.address().to_string());
-            types.insert(meta.type_name.clone());
+        if let Some(resource) = entry.resource() {
+            recorded.push(entry.address().to_string());
+            types.insert(resource.type_name.into_owned());
         }
     }
     let types: Vec<String> = types.into_iter().collect();

@@ -1104,10 +1104,10 @@ fn c1_parse(served: &[u8]) -> Value {
 /// C1's side of ours: decode the image and assemble the document (a named function, for profilers).
 #[inline(never)]
 fn c1_ours(layout: &Layout, image_bytes: Vec<u8>) -> Vec<u8> {
-    let image = Image::decode(layout, image_bytes).unwrap();
+    let image = Arc::new(Image::decode(layout, image_bytes).unwrap());
     let snapshot = snapshot_of_image(layout, &image).unwrap();
     let header = header_of(layout, &snapshot, None);
-    document(&header, snapshot.records.values().map(|e| &e.record.item))
+    document(&header, snapshot.records.values().filter_map(|e| e.part()))
 }
 
 /// `CHOUDOUFU_BENCH_ONLY=C1`: the C1 row at 10,000 records on a local folder, printed.

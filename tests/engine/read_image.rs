@@ -107,16 +107,21 @@ fn as_plain(s: &Snapshot) -> Plain {
     for e in s.records.values() {
         assert_eq!(
             e.digest,
-            e.record.content_digest(),
+            e.record().unwrap().content_digest(),
             "{}",
-            e.record.address()
+            e.address()
         );
     }
     (
         s.estate.as_ref().map(|(m, v)| (m.clone(), v.token.clone())),
         s.records
             .iter()
-            .map(|(k, e)| (k.clone(), (e.version.token.clone(), e.record.clone())))
+            .map(|(k, e)| {
+                (
+                    k.clone(),
+                    (e.version.token.clone(), e.record().unwrap().clone()),
+                )
+            })
             .collect(),
     )
 }
@@ -207,7 +212,7 @@ async fn an_image_entry_at_another_version_is_never_used(kind: Kind) {
         let snap = fresh.snapshot().await;
         let r0 = &snap.records[&l.resource_key("terraform_data.r0")];
         assert_eq!(
-            r0.record.instance().unwrap()["attributes"]["input"]["value"],
+            r0.record().unwrap().instance().unwrap()["attributes"]["input"]["value"],
             value.as_str(),
             "round {round}: a read served r0 from an image entry at another version"
         );
@@ -698,7 +703,7 @@ async fn a_log_longer_than_a_page_is_listed_to_the_watermark(kind: Kind) {
     );
     let r1 = &read.snapshot.records[&l.resource_key("terraform_data.r1")];
     assert_eq!(
-        r1.record.instance().unwrap()["attributes"]["input"]["value"],
+        r1.record().unwrap().instance().unwrap()["attributes"]["input"]["value"],
         "on the second page"
     );
     // gcp-storage-emulator ignores maxResults: its one page holds every entry.
@@ -948,5 +953,54 @@ async fn a_read_after_one_change_does_not_rewrite_the_image() {
         image().await.token,
         written.token,
         "one changed record rewrote the image"
+    );
+}
+
+/// The claim: a read serves the resource records an image holds without decoding them (each stays
+/// the image's bytes until a write looks into it), and what it serves is what decoding gives: the
+/// same records, and the same document as one assembled from the records fetched one by one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn image_records_are_served_undecoded() {
+    use choudoufu_live::engine::layout::KeyKind;
+    let f = Fixture::new(Kind::Local, "lazy").await;
+    let l = layout("lazy");
+    let n = 80;
+    seed(&f.store, &l, n, "a").await;
+    Session::new(f.store.clone(), l.clone(), run())
+        .refresh()
+        .await
+        .unwrap();
+    let read = cold_read(&f.store, &l).await;
+    assert_eq!(read.stats.from_image, n + 3, "{:?}", read.stats);
+    for (key, e) in &read.snapshot.records {
+        if l.classify(key) == Some(KeyKind::Resource) {
+            assert!(
+                e.image_bytes().is_some(),
+                "{key} was decoded as it was read, not served from the image's bytes"
+            );
+        }
+    }
+    // Looked into, each decodes to the record a plain read gets.
+    assert_eq!(as_plain(&read.snapshot), plain_read(&f.store, &l).await);
+    // The document served from the image's bytes is the one served after a read with no image.
+    let served = Session::open(f.store.clone(), l.clone(), run())
+        .await
+        .unwrap()
+        .state_document()
+        .await;
+    let image = f.store.get(&l.image_key()).await.unwrap().unwrap();
+    f.store
+        .delete(&l.image_key(), &image.version)
+        .await
+        .unwrap();
+    let unimaged = Session::open(f.store.clone(), l.clone(), run())
+        .await
+        .unwrap();
+    for (key, e) in &unimaged.snapshot().await.records {
+        assert!(e.image_bytes().is_none(), "{key} came from an image");
+    }
+    assert_eq!(
+        String::from_utf8(served).unwrap(),
+        String::from_utf8(unimaged.state_document().await).unwrap()
     );
 }

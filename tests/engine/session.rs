@@ -39,7 +39,7 @@ async fn stored_input(store: &DynStore, estate: &str, name: &str) -> String {
     let s = open(store, estate).await;
     let snap = s.snapshot().await;
     let key = layout(estate).resource_key(&format!("terraform_data.{name}"));
-    snap.records[&key].record.instance().unwrap()["attributes"]["input"]["value"]
+    snap.records[&key].record().unwrap().instance().unwrap()["attributes"]["input"]["value"]
         .as_str()
         .unwrap()
         .to_string()

@@ -509,7 +509,7 @@ async fn a_write_landing_after_compaction_is_seen_through_pending(kind: Kind) {
     assert_eq!(read.stats.log_pages, 1, "{kind:?}: {:?}", read.stats);
     let r5 = &read.snapshot.records[&key];
     assert_eq!(
-        r5.record.instance().unwrap()["attributes"]["input"]["value"],
+        r5.record().unwrap().instance().unwrap()["attributes"]["input"]["value"],
         "landed late",
         "{kind:?}: the write that landed after the compaction was missed"
     );

@@ -661,11 +661,11 @@ async fn two_estates_in_one_bucket_never_touch_each_other() {
     // Each estate's listing shows only its own, and each next write changes nothing.
     let prod_again = guarded_session(&settings, "prod").await;
     let snap = prod_again.snapshot().await;
-    let addresses: Vec<&str> = snap.records.values().map(|e| e.record.address()).collect();
+    let addresses: Vec<&str> = snap.records.values().map(|e| e.address()).collect();
     assert_eq!(addresses, ["terraform_data.dns", "terraform_data.web"]);
     let eu_again = guarded_session(&settings, "prod-eu").await;
     let snap = eu_again.snapshot().await;
-    let addresses: Vec<&str> = snap.records.values().map(|e| e.record.address()).collect();
+    let addresses: Vec<&str> = snap.records.values().map(|e| e.address()).collect();
     assert_eq!(addresses, ["terraform_data.cache", "terraform_data.db"]);
     assert_eq!(
         prod_again

@@ -25,11 +25,10 @@ fn values_of(s: &choudoufu_live::engine::session::Snapshot) -> BTreeMap<String, 
         .values()
         .map(|e| {
             let name = e
-                .record
                 .address()
                 .trim_start_matches("terraform_data.")
                 .to_string();
-            let v = e.record.instance().unwrap()["attributes"]["input"]["value"]
+            let v = e.record().unwrap().instance().unwrap()["attributes"]["input"]["value"]
                 .as_str()
                 .unwrap()
                 .to_string();

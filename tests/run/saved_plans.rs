@@ -357,7 +357,8 @@ async fn refreshed_records_outside_the_plan_are_skipped_when_moved() {
         .await;
     let input = |name: &str| {
         now.records[&layout.resource_key(&format!("terraform_data.{name}"))]
-            .record
+            .record()
+            .unwrap()
             .instance()
             .unwrap()["attributes"]["input"]["value"]
             .as_str()

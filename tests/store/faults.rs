@@ -238,11 +238,12 @@ async fn session_survives(faulty: DynStore, direct: DynStore, proxy: common::fau
         .values()
         .map(|e| {
             (
-                e.record
+                e.record()
+                    .unwrap()
                     .address()
                     .trim_start_matches("terraform_data.")
                     .to_string(),
-                e.record.instance().unwrap()["attributes"]["input"]["value"]
+                e.record().unwrap().instance().unwrap()["attributes"]["input"]["value"]
                     .as_str()
                     .unwrap()
                     .to_string(),

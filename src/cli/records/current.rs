@@ -6,7 +6,7 @@ use super::address::shown_address;
 use super::estate::open_session;
 use super::out::outln;
 use crate::cli::error::CliError;
-use crate::engine::record::RecordKind;
+use crate::engine::record::{CorruptRecord, RecordKind};
 use crate::engine::session::BaseEntry;
 
 /// `records ls`: every record with its version and program stamp.
@@ -23,13 +23,13 @@ pub(super) async fn ls(root: &Path) -> Result<i32, CliError> {
         .records
         .values()
         .map(|e| {
-            (
-                shown_address(e.record.kind(), e.record.address()),
+            Ok((
+                shown_address(e.kind(), e.address()),
                 e.version.to_string(),
-                e.record.program.short(),
-            )
+                e.record()?.program.short(),
+            ))
         })
-        .collect();
+        .collect::<Result<_, CorruptRecord>>()?;
     rows.sort();
     let w0 = rows
         .iter()
@@ -54,14 +54,14 @@ pub(super) async fn ls(root: &Path) -> Result<i32, CliError> {
 pub(super) async fn show(root: &Path, address: &str) -> Result<i32, CliError> {
     let session = open_session(root).await?;
     let snapshot = session.snapshot().await;
-    let wanted = |e: &&BaseEntry| match e.record.kind() {
-        RecordKind::Resource => e.record.address() == address,
-        RecordKind::Output => address.strip_prefix("output.") == Some(e.record.address()),
+    let wanted = |e: &&BaseEntry| match e.kind() {
+        RecordKind::Resource => e.address() == address,
+        RecordKind::Output => address.strip_prefix("output.") == Some(e.address()),
     };
     match snapshot.records.values().find(wanted) {
         Some(entry) => {
             outln!("# version {}", entry.version);
-            outln!("{}", serde_json::to_string_pretty(&entry.record)?);
+            outln!("{}", serde_json::to_string_pretty(entry.record()?)?);
             Ok(0)
         }
         None => {

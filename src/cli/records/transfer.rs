@@ -13,7 +13,7 @@ use crate::config::LiveConfig;
 use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
 use crate::engine::record::{Record, Writer};
-use crate::engine::session::{RecordConflictError, RunInfo, Session};
+use crate::engine::session::{BaseEntry, RecordConflictError, RunInfo, Session};
 use crate::engine::state::{self, Header, Item};
 use crate::run::EXIT_CONFLICT;
 use crate::store;
@@ -167,13 +167,14 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
         serial: split.serial,
         terraform_version: split.terraform_version.clone(),
     };
+    let held = snapshot
+        .records
+        .values()
+        .map(BaseEntry::record)
+        .collect::<Result<Vec<_>, _>>()?;
     let merged = state::assemble_bytes(
         &header,
-        snapshot
-            .records
-            .values()
-            .map(|e| &e.record.item)
-            .chain(split.items.iter()),
+        held.iter().map(|r| &r.item).chain(split.items.iter()),
     );
     // A document resource that shares a resource block with an estate record but disagrees on
     // it (provider, `each`) would change that record when merged: refuse it before any write.
@@ -183,7 +184,7 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
         .filter_map(|item| {
             let entry = snapshot.records.get(&key_of(&layout, item))?;
             (entry.digest != digest_of(&layout, item))
-                .then(|| shown_address(entry.record.kind(), entry.record.address()))
+                .then(|| shown_address(entry.kind(), entry.address()))
         })
         .collect();
     if !changed.is_empty() {

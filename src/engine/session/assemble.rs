@@ -5,16 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::handle::Session;
-use super::snapshot::Snapshot;
+use super::snapshot::{Part, PartInstance, Snapshot};
 use crate::engine::layout::Layout;
-use crate::engine::state::{
-    Header, Instance, Item, ResourceMeta, compare_versions, instance_order,
-};
+use crate::engine::state::{Header, InstanceRank, ResourceView, compare_versions};
 
 /// The terraform version an assembled state names when no record says.
 pub const FALLBACK_TERRAFORM_VERSION: &str = "1.0.0";
@@ -54,7 +51,7 @@ pub fn header_of(layout: &Layout, snapshot: &Snapshot, fixed: Option<(String, u6
     let terraform_version = snapshot
         .records
         .values()
-        .filter_map(|e| e.record.writer.terraform_version.as_deref())
+        .filter_map(|e| e.terraform_version())
         // Most records name the same version: compare only when it differs.
         .fold(None, |min: Option<&str>, v| match min {
             Some(m) if m == v || compare_versions(m, v).is_le() => Some(m),
@@ -88,108 +85,146 @@ impl Session {
         view.served = Some((header.lineage.clone(), header.serial));
         document(
             &header,
-            view.snapshot.records.values().map(|e| &e.record.item),
+            view.snapshot.records.values().filter_map(|e| e.part()),
         )
     }
 }
 
-/// A state v4 document as served: the same content as [`crate::engine::state::assemble`], in
-/// terraform's resource order, written from borrowed items.
-#[derive(Serialize)]
-struct Document<'a> {
-    version: u8,
-    terraform_version: &'a str,
-    serial: u64,
-    lineage: &'a str,
-    outputs: BTreeMap<&'a str, &'a Value>,
-    resources: Vec<Resource<'a>>,
-    check_results: Option<()>,
+impl PartInstance<'_> {
+    /// Where it sorts within its resource.
+    fn rank(&self) -> InstanceRank {
+        match self {
+            PartInstance::Instance(i) => i.rank(),
+            PartInstance::Text(_, rank) => (*rank).clone(),
+        }
+    }
+
+    /// Its JSON text, appended to `out`.
+    fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            // A value with string keys: serialising it into memory cannot fail.
+            PartInstance::Instance(i) => {
+                let _ = serde_json::to_writer(&mut *out, i);
+            }
+            PartInstance::Text(text, _) => out.extend_from_slice(text),
+        }
+    }
+
+    /// About how many bytes it takes.
+    fn size_hint(&self) -> usize {
+        match self {
+            PartInstance::Instance(_) => 512,
+            PartInstance::Text(text, _) => text.len(),
+        }
+    }
 }
 
-#[derive(Serialize)]
+/// `text` as a JSON string, appended to `out`.
+fn write_str(out: &mut Vec<u8>, text: &str) {
+    // Writing a string into memory cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
+}
+
+/// One resource of a document and its instances, in the order they are written.
 struct Resource<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    module: Option<&'a str>,
-    mode: &'a str,
-    #[serde(rename = "type")]
-    type_name: &'a str,
-    name: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    each: Option<&'a str>,
-    provider: &'a str,
-    instances: Vec<&'a Instance>,
+    view: ResourceView<'a>,
+    instances: Vec<PartInstance<'a>>,
 }
 
-/// Assemble items into the bytes of a state v4 document (compact JSON, one newline at the end).
-pub fn document<'a>(header: &Header, items: impl IntoIterator<Item = &'a Item>) -> Vec<u8> {
-    type ResKey<'a> = (&'a str, &'a str, &'a str, &'a str);
-    // Sorted, not mapped: items come in record key order, nearly terraform's, so the sort is
+/// A resource's place in terraform's order: module, mode, type, name.
+fn resource_order(a: &ResourceView<'_>, b: &ResourceView<'_>) -> std::cmp::Ordering {
+    fn key<'a>(r: &'a ResourceView<'_>) -> (&'a str, &'a str, &'a str, &'a str) {
+        (
+            r.module.as_deref().unwrap_or_default(),
+            &r.mode,
+            &r.type_name,
+            &r.name,
+        )
+    }
+    key(a).cmp(&key(b))
+}
+
+/// Assemble parts into the bytes of a state v4 document (compact JSON, one newline at the end):
+/// the same content as [`crate::engine::state::assemble`], in terraform's resource order,
+/// written straight from borrowed parts, each instance kept as text copied as it is.
+pub fn document<'a>(header: &Header, parts: impl IntoIterator<Item = Part<'a>>) -> Vec<u8> {
+    // Sorted, not mapped: parts come in record key order, nearly terraform's, so the sort is
     // about one pass, where a map searches its tree for each of thousands of resources.
-    let mut instances: Vec<(ResKey<'a>, &'a ResourceMeta, &'a Instance)> = Vec::new();
-    let mut outputs = BTreeMap::new();
-    for item in items {
-        match item {
-            Item::Resource { meta, instance, .. } => {
-                let key = (
-                    meta.module.as_deref().unwrap_or_default(),
-                    meta.mode.as_str(),
-                    meta.type_name.as_str(),
-                    meta.name.as_str(),
-                );
-                instances.push((key, meta, instance));
-            }
-            Item::Output { name, output } => {
-                outputs.insert(name.as_str(), output);
+    let mut instances: Vec<(ResourceView<'a>, PartInstance<'a>)> = Vec::new();
+    let mut outputs: BTreeMap<&'a str, &'a Value> = BTreeMap::new();
+    for part in parts {
+        match part {
+            Part::Resource { resource, instance } => instances.push((resource, instance)),
+            Part::Output { name, output } => {
+                outputs.insert(name, output);
             }
         }
     }
-    let count = instances.len();
+    let size: usize = instances.iter().map(|(_, i)| i.size_hint() + 160).sum();
     // Stable: a resource's instances keep their order until they are ranked below.
-    instances.sort_by(|a, b| a.0.cmp(&b.0));
+    instances.sort_by(|a, b| resource_order(&a.0, &b.0));
     let mut resources: Vec<Resource<'a>> = Vec::new();
-    let mut last: Option<ResKey<'a>> = None;
-    for (key, meta, instance) in instances {
+    for (view, instance) in instances {
         match resources.last_mut() {
-            Some(r) if last == Some(key) => r.instances.push(instance),
-            _ => {
-                resources.push(Resource {
-                    module: meta.module.as_deref(),
-                    mode: &meta.mode,
-                    type_name: &meta.type_name,
-                    name: &meta.name,
-                    each: meta.each.as_deref(),
-                    provider: &meta.provider,
-                    instances: vec![instance],
-                });
-                last = Some(key);
-            }
+            Some(r) if resource_order(&r.view, &view).is_eq() => r.instances.push(instance),
+            _ => resources.push(Resource {
+                view,
+                instances: vec![instance],
+            }),
         }
     }
-    for r in &mut resources {
+    let mut out = Vec::with_capacity(size + 256);
+    out.extend_from_slice(b"{\"version\":4,\"terraform_version\":");
+    write_str(&mut out, &header.terraform_version);
+    out.extend_from_slice(format!(",\"serial\":{},\"lineage\":", header.serial).as_bytes());
+    write_str(&mut out, &header.lineage);
+    out.extend_from_slice(b",\"outputs\":");
+    // Borrowed values with string keys: serialising them into memory cannot fail.
+    let _ = serde_json::to_writer(&mut out, &outputs);
+    out.extend_from_slice(b",\"resources\":[");
+    for (i, r) in resources.iter_mut().enumerate() {
         if r.instances.len() > 1 {
-            r.instances.sort_by(|a, b| instance_order(a, b));
+            r.instances.sort_by_cached_key(PartInstance::rank);
         }
+        if i > 0 {
+            out.push(b',');
+        }
+        let v = &r.view;
+        out.push(b'{');
+        if let Some(module) = &v.module {
+            out.extend_from_slice(b"\"module\":");
+            write_str(&mut out, module);
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"mode\":");
+        write_str(&mut out, &v.mode);
+        out.extend_from_slice(b",\"type\":");
+        write_str(&mut out, &v.type_name);
+        out.extend_from_slice(b",\"name\":");
+        write_str(&mut out, &v.name);
+        if let Some(each) = &v.each {
+            out.extend_from_slice(b",\"each\":");
+            write_str(&mut out, each);
+        }
+        out.extend_from_slice(b",\"provider\":");
+        write_str(&mut out, &v.provider);
+        out.extend_from_slice(b",\"instances\":[");
+        for (j, instance) in r.instances.iter().enumerate() {
+            if j > 0 {
+                out.push(b',');
+            }
+            instance.write(&mut out);
+        }
+        out.extend_from_slice(b"]}");
     }
-    let doc = Document {
-        version: 4,
-        terraform_version: &header.terraform_version,
-        serial: header.serial,
-        lineage: &header.lineage,
-        outputs,
-        resources,
-        check_results: None,
-    };
-    let mut out = Vec::with_capacity(count * 512);
-    // Borrowed strings and values with string keys: serialising cannot fail.
-    let _ = serde_json::to_writer(&mut out, &doc);
-    out.push(b'\n');
+    out.extend_from_slice(b"],\"check_results\":null}\n");
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::state;
+    use crate::engine::state::{self, Item};
 
     #[test]
     fn the_document_holds_what_state_assemble_holds() {
@@ -210,7 +245,8 @@ mod tests {
         };
         let mut reversed = split.items.clone();
         reversed.reverse();
-        let ours: Value = serde_json::from_slice(&document(&header, &reversed)).unwrap();
+        let ours: Value =
+            serde_json::from_slice(&document(&header, reversed.iter().map(Part::of_item))).unwrap();
         assert_eq!(ours, state::assemble(&header, &split.items));
     }
 
@@ -260,8 +296,8 @@ mod tests {
                 Record::decode_final(&r.key(&layout), &r.encode(), &layout, rank).unwrap()
             })
             .collect();
-        let parsed = document(&header, records.iter().map(|r| &r.item));
-        let text = document(&header, kept.iter().map(|r| &r.item));
+        let parsed = document(&header, records.iter().map(|r| Part::of_item(&r.item)));
+        let text = document(&header, kept.iter().map(|r| Part::of_item(&r.item)));
         assert_eq!(
             String::from_utf8(text).unwrap(),
             String::from_utf8(parsed).unwrap()
@@ -269,5 +305,97 @@ mod tests {
         assert_eq!(kept.iter().rev().cloned().collect::<Vec<_>>(), records);
         let bad = records[0].encode();
         assert!(Record::decode_final(&records[0].key(&layout), &bad, &layout, None).is_err());
+    }
+
+    #[test]
+    fn records_an_image_describes_serve_the_same_document_undecoded() {
+        use crate::engine::image::{Image, ImageEntry};
+        use crate::engine::layout::EstateName;
+        use crate::engine::program::ProgramStamp;
+        use crate::engine::record::{Record, Writer};
+        use crate::engine::session::snapshot_of_image;
+        use crate::store::Version;
+        use std::sync::Arc;
+        let doc = r#"{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"l",
+          "outputs":{"o":{"value":"x\u00e9\n","type":"string"}},
+          "resources":[
+            {"module":"module.m[\"k\"]","mode":"managed","type":"t","name":"c","each":"list","provider":"provider[\"registry.terraform.io/hashicorp/t\"]",
+             "instances":[{"index_key":10,"attributes":{"z":1.50,"a":"q\"\\\u0001 é ${x}"}},{"index_key":2,"deposed":"00aa","attributes":{}},{"index_key":2,"attributes":{"n":[1e400,-0.0,null,true]}}]},
+            {"mode":"data","type":"t","name":"d","provider":"p","instances":[{"attributes":{"k":{"b":1,"a":2}}}]}
+          ]}"#;
+        let layout = Layout::new(EstateName::parse("e").unwrap());
+        let split = state::parse(doc.as_bytes()).unwrap();
+        let header = Header {
+            lineage: "l".into(),
+            serial: 9,
+            terraform_version: "1.2.3".into(),
+        };
+        let records: Vec<Record> = split
+            .items
+            .iter()
+            .map(|item| Record {
+                estate: "e".into(),
+                item: item.clone(),
+                program: ProgramStamp::default(),
+                writer: Writer {
+                    run_id: "r".into(),
+                    written_at: "t".into(),
+                    terraform_version: Some("1.9.0".into()),
+                    restored_from: None,
+                    log: Some("log-1".into()),
+                },
+            })
+            .collect();
+        let (keys, bytes, ranks): (Vec<String>, Vec<Vec<u8>>, Vec<_>) = records
+            .iter()
+            .map(|r| {
+                let rank = match &r.item {
+                    Item::Resource { instance, .. } => Some(instance.rank()),
+                    Item::Output { .. } => None,
+                };
+                (r.key(&layout), r.encode(), rank)
+            })
+            .fold((vec![], vec![], vec![]), |mut acc, (k, b, r)| {
+                acc.0.push(k);
+                acc.1.push(b);
+                acc.2.push(r);
+                acc
+            });
+        let version = Version::new("\"v\"");
+        let digests: Vec<String> = records.iter().map(Record::content_digest).collect();
+        let entries = (0..records.len()).map(|i| ImageEntry {
+            rank: ranks[i].as_ref(),
+            key: &keys[i],
+            version: &version,
+            digest: &digests[i],
+            bytes: &bytes[i],
+            log: Some("log-1"),
+        });
+        let image =
+            Arc::new(Image::decode(&layout, Image::encode(&layout, "r", None, entries)).unwrap());
+        let snapshot = snapshot_of_image(&layout, &image).unwrap();
+        let served = document(&header, snapshot.records.values().filter_map(|e| e.part()));
+        let parsed = document(&header, records.iter().map(|r| Part::of_item(&r.item)));
+        assert_eq!(
+            String::from_utf8(served).unwrap(),
+            String::from_utf8(parsed).unwrap()
+        );
+        assert_eq!(
+            header_of(&layout, &snapshot, None).terraform_version,
+            "1.9.0"
+        );
+        for r in &records {
+            let e = &snapshot.records[&r.key(&layout)];
+            assert_eq!(e.address(), r.address());
+            assert_eq!(e.log(), Some("log-1"));
+            assert_eq!(e.record().unwrap(), r, "decoded when looked into");
+            if let Item::Resource { .. } = r.item {
+                assert!(
+                    e.image_bytes().is_some(),
+                    "{} was served undecoded",
+                    r.address()
+                );
+            }
+        }
     }
 }

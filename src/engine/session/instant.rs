@@ -60,10 +60,11 @@ impl Session {
         let key = self.layout.resource_key(address);
         let view = self.view.lock().await;
         let entry = view.snapshot.records.get(&key)?;
-        Some((
-            entry.record.resource()?.clone(),
-            entry.record.instance()?.clone(),
-        ))
+        let record = entry
+            .record()
+            .inspect_err(|e| tracing::warn!(error = %e, "the record held for this address does not decode: the provider's return is recorded without it"))
+            .ok()?;
+        Some((record.resource()?.clone(), record.instance()?.clone()))
     }
 
     /// Write `change` now, conditionally against the base, and advance the base when it lands.
@@ -167,11 +168,7 @@ impl Session {
                     Precondition::Matches(v) => Some(v),
                 };
                 if view.base.get(&key).map(|b| &b.version) == expected {
-                    let entry = BaseEntry {
-                        version,
-                        digest,
-                        record,
-                    };
+                    let entry = BaseEntry::new(version, digest, record);
                     view.base.insert(key.clone(), entry.base_ref());
                     view.snapshot.records.insert(key, entry);
                 }

@@ -39,5 +39,5 @@ pub use read::{
 pub use recovery::{RECOVERY_FORMAT, Recovery, RecoveryError};
 pub use report::{RecordConflict, RecordConflictError, WriteReport};
 pub use run_info::RunInfo;
-pub use snapshot::{BaseEntry, BaseRef, Snapshot};
+pub use snapshot::{BaseEntry, BaseRef, Part, PartInstance, Snapshot};
 pub use view::{Pin, Unwritten};

@@ -23,7 +23,7 @@ use crate::engine::image::{
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
 use crate::engine::record::{EstateMeta, Record};
-use crate::engine::state::{InstanceRank, Item};
+use crate::engine::state::InstanceRank;
 use crate::engine::write_log::{
     Clock, Fate, LogEntry, Seen, SystemClock, Timing, fate, holds, time_key,
 };
@@ -243,11 +243,7 @@ fn decode(
         KeyKind::Estate => Decoded::Estate(EstateMeta::decode(key, bytes, layout)?, version),
         _ => {
             let record = Record::decode(key, bytes, layout)?;
-            Decoded::Record(BaseEntry {
-                version,
-                digest: record.content_digest(),
-                record,
-            })
+            Decoded::Record(BaseEntry::new(version, record.content_digest(), record))
         }
     })
 }
@@ -290,18 +286,28 @@ async fn fetch_records(
     Ok(())
 }
 
-/// Decode one image entry (its record in final form, its digest as the image holds it).
-fn decode_entry(layout: &Layout, kind: &KeyKind, e: ImageEntry) -> Result<Decoded, SessionError> {
+/// Take the image entry in slot `index`: a resource record its head describes stays undecoded
+/// until a write looks into it; any other is decoded (in final form, its digest as the image holds it).
+fn decode_entry(
+    layout: &Layout,
+    kind: &KeyKind,
+    image: &Arc<Image>,
+    index: usize,
+    e: ImageEntry,
+) -> Result<Decoded, SessionError> {
     Ok(match kind {
         KeyKind::Estate => Decoded::Estate(
             EstateMeta::decode(e.key, e.bytes, layout)?,
             e.version.clone(),
         ),
-        _ => Decoded::Record(BaseEntry {
-            record: Record::decode_final(e.key, e.bytes, layout, e.rank.cloned())?,
-            version: e.version.clone(),
-            digest: e.digest.to_string(),
-        }),
+        _ => match BaseEntry::in_image(image, index, e.version.clone(), e.digest.to_string()) {
+            Some(entry) if !cut(Mechanism::LazyRecords) => Decoded::Record(entry),
+            _ => Decoded::Record(BaseEntry::new(
+                e.version.clone(),
+                e.digest.to_string(),
+                Record::decode_final(e.key, e.bytes, layout, e.rank.cloned())?,
+            )),
+        },
     })
 }
 
@@ -762,9 +768,7 @@ async fn read_through_log(
         let all = |seen: Seen<'_>| entries.iter().all(|e| holds(e, seen));
         if let Some(prior) = sources.prior {
             let seen = match prior.records.get(key) {
-                Some(r) => Seen::Present {
-                    carries: r.record.writer.log.as_deref(),
-                },
+                Some(r) => Seen::Present { carries: r.log() },
                 None => Seen::Absent,
             };
             if all(seen) {
@@ -909,9 +913,7 @@ async fn log_mark(
             continue;
         }
         let seen = match by_key.get(record_key.as_str()).map(|g| &g.item) {
-            Some(Decoded::Record(e)) => Seen::Present {
-                carries: e.record.writer.log.as_deref(),
-            },
+            Some(Decoded::Record(e)) => Seen::Present { carries: e.log() },
             Some(Decoded::Estate(..)) | None => Seen::Absent,
         };
         if fate(&entry, seen, listing_started, timing) == Fate::Pending
@@ -950,12 +952,13 @@ type Wanted = (String, KeyKind, Version);
 /// one result per wanted record, in order.
 fn decode_entries(
     layout: &Layout,
-    image: &Image,
+    image: &Arc<Image>,
     wanted: &[Wanted],
 ) -> Vec<Result<Decoded, SessionError>> {
     // Each chunk's keys come in key order: each lookup tries the slot after the last first.
     let one = |w: &Wanted, next: &mut usize| match image.entry_at_from(&w.0, &w.2, next) {
-        Some(e) => decode_entry(layout, &w.1, e),
+        // A hit leaves `next` at the slot after it.
+        Some(e) => decode_entry(layout, &w.1, image, next.saturating_sub(1), e),
         None => Err(unreadable(
             &w.0,
             "the image holds no entry at the listed version",
@@ -1013,7 +1016,7 @@ async fn decode_entries_blocking(
 }
 
 /// Every record an image holds, decoded as a read decodes them (the CPU part of a read, for `make bench`).
-pub fn snapshot_of_image(layout: &Layout, image: &Image) -> Result<Snapshot, SessionError> {
+pub fn snapshot_of_image(layout: &Layout, image: &Arc<Image>) -> Result<Snapshot, SessionError> {
     let wanted: Vec<Wanted> = image
         .entries()
         .filter_map(|e| {
@@ -1048,16 +1051,17 @@ fn image_of(
         .map(|g| match (&g.from, &g.item) {
             (From::Prior, Decoded::Estate(meta, _)) => Some(meta.encode()),
             (From::Image, _) | (_, Decoded::Estate(..)) => None,
-            (_, Decoded::Record(entry)) => Some(entry.record.encode()),
+            (_, Decoded::Record(entry)) => match entry.image_bytes() {
+                Some(bytes) => Some(bytes.to_vec()),
+                // One that no longer decodes is left out: a read fetches it from the store.
+                None => entry.record().ok().map(Record::encode),
+            },
         })
         .collect();
     let ranks: Vec<Option<InstanceRank>> = got
         .iter()
         .map(|g| match &g.item {
-            Decoded::Record(e) => match &e.record.item {
-                Item::Resource { instance, .. } => Some(instance.rank()),
-                Item::Output { .. } => None,
-            },
+            Decoded::Record(e) => e.rank(),
             Decoded::Estate(..) => None,
         })
         .collect();
@@ -1068,11 +1072,7 @@ fn image_of(
         .filter_map(|((g, enc), rank)| {
             let (version, digest, log) = match &g.item {
                 Decoded::Estate(_, v) => (v, "", None),
-                Decoded::Record(e) => (
-                    &e.version,
-                    e.digest.as_str(),
-                    e.record.writer.log.as_deref(),
-                ),
+                Decoded::Record(e) => (&e.version, e.digest.as_str(), e.log()),
             };
             let bytes: &[u8] = match (&g.from, enc) {
                 (_, Some(b)) => b,

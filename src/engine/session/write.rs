@@ -214,7 +214,7 @@ impl Session {
                     .snapshot
                     .records
                     .values()
-                    .any(|e| e.record.address().starts_with(&deposed))
+                    .any(|e| e.address().starts_with(&deposed))
             })
             .collect();
         if let Err(e) = claims.landed(&done).await {
@@ -283,11 +283,7 @@ impl Session {
                         }
                         Done::Put {
                             key,
-                            entry: Box::new(BaseEntry {
-                                version,
-                                digest,
-                                record: *record,
-                            }),
+                            entry: Box::new(BaseEntry::new(version, digest, *record)),
                             created: precondition == Precondition::Absent,
                         }
                     }
@@ -373,11 +369,11 @@ impl Session {
             return Ok(None);
         }
         tracing::info!(key = %key, "the store already holds this run's own record with this content");
-        Ok(Some(BaseEntry {
-            version: stored.version,
-            digest: digest.to_string(),
+        Ok(Some(BaseEntry::new(
+            stored.version,
+            digest.to_string(),
             record,
-        }))
+        )))
     }
 }
 
@@ -445,13 +441,13 @@ fn excuse(view: &View, layout: &Layout, done: Done) -> Done {
 fn landed_resource(layout: &Layout, done: &Done) -> Option<String> {
     match done {
         Done::Put { key, entry, .. } if layout.classify(key) == Some(KeyKind::Resource) => {
-            Some(entry.record.address().to_string())
+            Some(entry.address().to_string())
         }
         Done::Deleted { key, address, .. } if layout.classify(key) == Some(KeyKind::Resource) => {
             Some(address.clone())
         }
         Done::Already { key, entry } if layout.classify(key) == Some(KeyKind::Resource) => {
-            Some(entry.record.address().to_string())
+            Some(entry.address().to_string())
         }
         _ => None,
     }
@@ -467,7 +463,7 @@ fn advance(view: &mut View, done: Done, report: &mut WriteReport) {
         }
         Done::Refused { conflict, .. } => report.conflicts.push(conflict),
         Done::Already { key, entry } => {
-            report.already.push(entry.record.address().to_string());
+            report.already.push(entry.address().to_string());
             view.base.insert(key.clone(), entry.base_ref());
             view.snapshot.records.insert(key, *entry);
         }
@@ -476,7 +472,7 @@ fn advance(view: &mut View, done: Done, report: &mut WriteReport) {
             entry,
             created,
         } => {
-            let address = entry.record.address().to_string();
+            let address = entry.address().to_string();
             view.base.insert(key.clone(), entry.base_ref());
             view.snapshot.records.insert(key, *entry);
             if created {
