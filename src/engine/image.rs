@@ -9,14 +9,16 @@
 //! choudoufu-live/image/v2\n
 //! {"estate":"prod","run_id":"…","written_at":"…","entries":N,"body_crc32":C}\n
 //! then N entries, in key order, each:
-//! {"key":"tofu-records/prod/r/…","version":{"token":"…"},"digest":"…","rank":[1,0,"",""],"bytes":LEN}\n<LEN record bytes>\n
+//! {"key":"tofu-records/prod/r/…","version":{"token":"…"},"digest":"…","rank":[1,0,"",""],"res":[[s,e],…],"bytes":LEN}\n<LEN record bytes>\n
 //! ```
 //!
 //! `body_crc32` (CRC-32 of everything after the header line) refuses a truncated or damaged
 //! image whole. Record bytes are in final form (as `Record::encode` writes them, so each
 //! instance's text is what the served document holds and is copied there unparsed), `rank`
 //! is where a resource's instance sorts among its resource's instances, and `digest` is the
-//! record's content digest, so an entry used needs no second digest. An image of another
+//! record's content digest, so an entry used needs no second digest. `res`, on a resource
+//! record's head, is its summary ([`Summary`]): where its texts and instance lie in its bytes,
+//! so a read serves it without decoding it. An image of another
 //! format (v1 held SHA-256 and record bytes as stored) is ignored with a warning.
 //!
 //! Stored (`choudoufu-live/image/v3-lz4`), the same text is LZ4-compressed behind a line of its
@@ -1201,6 +1203,63 @@ mod tests {
         let mut foreign = body.clone();
         foreign.push_str(&entry("x", "{}", r#","bytes":2"#).replace("/r/x", "/p/x"));
         assert!(Image::decode(&l, text_of(&foreign, names.len() + 1)).is_err());
+    }
+
+    #[test]
+    fn summaries_are_read_where_they_point_and_refused_where_no_text_lies() {
+        let l = layout("e");
+        let record = r#"{"kind":"resource","address":"x.a","resource":{"mode":"managed","type":"x","name":"a","provider":"provider[\"p\"]"},"instance":{"n":1},"writer":{"terraform_version":"1.2"}}"#;
+        let summary = crate::engine::record::summary_of_final(record.as_bytes()).unwrap();
+        let at = |t: &str| record.find(t).unwrap();
+        let head = |res: &str| {
+            format!(
+                r#"{{"key":"tofu-records/e/r/x.a","version":{{"token":"v"}},"digest":"d","rank":[0,0,"",""],"res":{res},"bytes":{}}}"#,
+                record.len()
+            ) + "\n"
+                + record
+                + "\n"
+        };
+        let good = serde_json::to_string(&summary).unwrap();
+        let image = Image::decode(&l, text_of(&head(&good), 1)).unwrap();
+        let d = image.described(0).unwrap();
+        assert_eq!(d.address, "x.a");
+        assert_eq!(
+            d.resource.provider, "provider[\"p\"]",
+            "an escaped text is unescaped"
+        );
+        assert_eq!(
+            (d.resource.module.as_deref(), d.terraform_version),
+            (None, Some("1.2"))
+        );
+        assert_eq!(d.instance, br#"{"n":1}"#);
+        // A text pointing at no string, past the record, or at another address; an instance
+        // that is no object: the image is refused whole, by its entry.
+        let mut bad = Vec::new();
+        let mut spans = summary.0;
+        spans[2] = [at("kind"), at("kind") + 2];
+        bad.push(spans);
+        let mut spans = summary.0;
+        spans[4] = [record.len() - 1, record.len() + 8];
+        bad.push(spans);
+        let mut spans = summary.0;
+        spans[0] = [at("managed"), at("managed") + 7];
+        bad.push(spans);
+        let mut spans = summary.0;
+        spans[8] = [at("1}"), at("1}") + 2];
+        bad.push(spans);
+        let mut spans = summary.0;
+        spans[6] = [at("p\\\""), at("p\\\"") + 3];
+        bad.push(spans);
+        for spans in bad {
+            let res = serde_json::to_string(&crate::engine::record::Summary(spans)).unwrap();
+            assert!(
+                matches!(
+                    Image::decode(&l, text_of(&head(&res), 1)),
+                    Err(ImageError::Entry { index: 0, .. })
+                ),
+                "{res}"
+            );
+        }
     }
 
     #[test]
