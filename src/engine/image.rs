@@ -963,6 +963,12 @@ struct LocalHead {
     absent: bool,
 }
 
+/// Whether the root's copy may hold an image, by its size alone (a copy that says only that
+/// none is stored is its head line, under a kilobyte).
+pub fn local_may_hold_image(cache: &ReadCache, layout: &Layout) -> bool {
+    std::fs::metadata(local_path(cache, layout)).is_ok_and(|m| m.len() > 1024)
+}
+
 /// What the root's copy says of the estate's image (a copy that cannot be read: a warning, and unknown).
 pub fn load_local(cache: &ReadCache, layout: &Layout) -> Held {
     let path = local_path(cache, layout);

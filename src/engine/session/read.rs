@@ -17,8 +17,8 @@ use super::snapshot::{BaseEntry, Snapshot};
 use crate::cut::{Mechanism, cut};
 use crate::engine::cores::over_cores;
 use crate::engine::image::{
-    Held, Image, ImageEntry, LogMark, RANGE_KEYS, RangePlan, load_local, plan_ranges,
-    plan_resources_after, refresh_bound, save_local,
+    Held, Image, ImageEntry, LogMark, RANGE_KEYS, RangePlan, load_local, local_may_hold_image,
+    plan_ranges, plan_resources_after, refresh_bound, save_local,
 };
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
@@ -320,15 +320,15 @@ pub async fn read_estate(
     sources: Sources<'_>,
 ) -> Result<Read, SessionError> {
     let mut stats = ReadStats::default();
-    let mut held = sources.image.clone();
-    if let (Held::Unknown, Some(cache)) = (&held, sources.cache) {
-        held = load_local(cache, layout);
-    }
     let clock: &dyn Clock = sources.clock.unwrap_or(&SystemClock);
-    let (fetched, compact) =
-        match read_through_log(store, layout, parallel, &sources, &held).await? {
+    let (fetched, compact, mut held) =
+        match read_through_log(store, layout, parallel, &sources).await? {
             Through::Read(read) => return Ok(read),
-            Through::Full { fetched, compact } => (fetched, compact),
+            Through::Full {
+                fetched,
+                compact,
+                held,
+            } => (fetched, compact, held),
         };
     // Before the listing: every write log entry made after it is newer than the new image's watermark.
     let listing_started = clock.now();
@@ -566,7 +566,17 @@ enum Through {
     Full {
         fetched: Option<Fetched>,
         compact: bool,
+        /// What is known of the image: the one held, or the root's copy.
+        held: Held,
     },
+}
+
+/// The root's copy of the image, read off the runtime's threads (none known when that fails).
+async fn load_local_blocking(cache: &ReadCache, layout: &Layout) -> Held {
+    let (cache, layout) = (cache.clone(), layout.clone());
+    tokio::task::spawn_blocking(move || load_local(&cache, &layout))
+        .await
+        .unwrap_or_default()
 }
 
 /// The most pages of the write log a read lists, whatever the estate's size.
@@ -646,12 +656,16 @@ async fn read_through_log(
     layout: &Layout,
     parallel: usize,
     sources: &Sources<'_>,
-    held: &Held,
 ) -> Result<Through, SessionError> {
+    let mut held = sources.image.clone();
     if cut(Mechanism::LogRead) {
+        if let (Held::Unknown, Some(cache)) = (&held, sources.cache) {
+            held = load_local_blocking(cache, layout).await;
+        }
         return Ok(Through::Full {
             fetched: None,
             compact: false,
+            held,
         });
     }
     let clock: &dyn Clock = sources.clock.unwrap_or(&SystemClock);
@@ -667,10 +681,34 @@ async fn read_through_log(
     } else {
         LOG_FIRST_PAGE
     };
-    let page = store.list_range_page(&log_prefix, &whole, first, None);
-    let (image, fetched, page) = match held {
+    let mut page = std::pin::pin!(store.list_range_page(&log_prefix, &whole, first, None));
+    let mut listed = None;
+    // The root's copy is read while the log's first page is in flight, when it holds an image
+    // (one that says none is stored is read first: then the log is not listed at all).
+    if let (Held::Unknown, Some(cache)) = (&held, sources.cache)
+        && !local_may_hold_image(cache, layout)
+    {
+        held = load_local(cache, layout);
+    } else if let (Held::Unknown, Some(cache)) = (&held, sources.cache) {
+        let load = std::pin::pin!(load_local_blocking(cache, layout));
+        held = match futures::future::select(load, page.as_mut()).await {
+            futures::future::Either::Left((local, _)) => local,
+            futures::future::Either::Right((answer, load)) => {
+                listed = Some(answer);
+                load.await
+            }
+        };
+    }
+    // The page's answer: the one that came while the copy was read, or the one still to come.
+    let answer = async {
+        match listed.take() {
+            Some(answer) => answer,
+            None => page.as_mut().await,
+        }
+    };
+    let (image, fetched, page) = match &held {
         Held::Unknown => {
-            let ((got, version), page) = tokio::join!(fetch_image(store, layout), page);
+            let ((got, version), page) = tokio::join!(fetch_image(store, layout), answer);
             stats.image_fetched = true;
             let got = got.map(Arc::new);
             (got.clone(), Some((got, version)), page)
@@ -679,13 +717,18 @@ async fn read_through_log(
             return Ok(Through::Full {
                 fetched: None,
                 compact: false,
+                held,
             });
         }
-        Held::Image(image) => (Some(Arc::clone(image)), None, page.await),
+        Held::Image(image) => (Some(Arc::clone(image)), None, answer.await),
     };
     let full = |fetched: Option<Fetched>, compact: bool, why: &str| {
         tracing::debug!(why, "reading the estate by its full listing");
-        Ok(Through::Full { fetched, compact })
+        Ok(Through::Full {
+            fetched,
+            compact,
+            held: held.clone(),
+        })
     };
     let page = page?;
     let Some(image) = image else {
