@@ -13,11 +13,12 @@ fn assemble(layout: &Layout, bytes: Vec<u8>) {
     let Ok(image) = Image::decode(layout, bytes) else {
         return;
     };
+    let image = std::sync::Arc::new(image);
     let Ok(snapshot) = snapshot_of_image(layout, &image) else {
         return;
     };
     let header = header_of(layout, &snapshot, None);
-    let doc = document(&header, snapshot.records.values().map(|e| &e.record.item));
+    let doc = document(&header, snapshot.records.values().filter_map(|e| e.part()));
     if let Err(e) = serde_json::from_slice::<serde_json::Value>(&doc) {
         panic!("an image that decoded assembled a document that is not JSON: {e}");
     }

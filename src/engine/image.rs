@@ -315,6 +315,10 @@ impl SlotSummary {
         let instance = place(instance)
             .filter(|r| r.start < r.end && bytes[r.start] == b'{' && bytes[r.end - 1] == b'}')
             .ok_or("its summary places the instance outside its record")?;
+        // Served as it is, so it must be JSON (as a decoded record's instance is checked to be).
+        data.get(instance.clone())
+            .and_then(|text| serde_json::from_str::<serde::de::IgnoredAny>(text).ok())
+            .ok_or("its summary's instance is not JSON")?;
         let missing = || String::from("its summary lacks a text every resource has");
         let mut needed = |span| text(span, false)?.ok_or_else(missing);
         let address = needed(address)?;
@@ -1252,6 +1256,10 @@ mod tests {
         bad.push(spans);
         let mut spans = summary.0;
         spans[8] = [at("1}"), at("1}") + 2];
+        bad.push(spans);
+        let mut spans = summary.0;
+        // From the instance's brace to the writer's: an object at each end, no JSON between.
+        spans[8] = [at("{\"n\""), at("\"1.2\"}") + 6];
         bad.push(spans);
         let mut spans = summary.0;
         spans[6] = [at("p\\\""), at("p\\\"") + 3];
