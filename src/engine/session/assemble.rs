@@ -252,8 +252,6 @@ mod tests {
 
     #[test]
     fn instances_kept_as_text_assemble_to_the_same_bytes() {
-        use crate::engine::layout::EstateName;
-        use crate::engine::program::ProgramStamp;
         use crate::engine::record::{Record, Writer};
         let doc = r#"{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"l",
           "outputs":{"o":{"value":"x\u00e9\n","type":"string"}},
@@ -262,29 +260,16 @@ mod tests {
              "instances":[{"index_key":10,"attributes":{"z":1.50,"a":"q\"\\\u0001 é ${x}"}},{"index_key":2,"deposed":"00aa","attributes":{}},{"index_key":2,"attributes":{"n":[1e400,-0.0,null,true]}}]},
             {"mode":"data","type":"t","name":"d","provider":"p","instances":[{"attributes":{"k":{"b":1,"a":2}}}]}
           ]}"#;
-        let layout = Layout::new(EstateName::parse("e").unwrap());
-        let split = state::parse(doc.as_bytes()).unwrap();
-        let header = Header {
-            lineage: "l".into(),
-            serial: 9,
-            terraform_version: "1.2.3".into(),
-        };
-        let records: Vec<Record> = split
-            .items
-            .iter()
-            .map(|item| Record {
-                estate: "e".into(),
-                item: item.clone(),
-                program: ProgramStamp::default(),
-                writer: Writer {
-                    run_id: "r".into(),
-                    written_at: "t".into(),
-                    terraform_version: None,
-                    restored_from: None,
-                    log: None,
-                },
-            })
-            .collect();
+        let (layout, header, records) = records_of(
+            doc,
+            Writer {
+                run_id: "r".into(),
+                written_at: "t".into(),
+                terraform_version: None,
+                restored_from: None,
+                log: None,
+            },
+        );
         let kept: Vec<Record> = records
             .iter()
             .rev()
@@ -307,11 +292,36 @@ mod tests {
         assert!(Record::decode_final(&records[0].key(&layout), &bad, &layout, None).is_err());
     }
 
+    /// Estate `e`'s layout, a fixed header, and a record of each item of `doc` written by `writer`.
+    fn records_of(
+        doc: &str,
+        writer: crate::engine::record::Writer,
+    ) -> (Layout, Header, Vec<crate::engine::record::Record>) {
+        use crate::engine::layout::EstateName;
+        use crate::engine::program::ProgramStamp;
+        let layout = Layout::new(EstateName::parse("e").unwrap());
+        let split = state::parse(doc.as_bytes()).unwrap();
+        let header = Header {
+            lineage: "l".into(),
+            serial: 9,
+            terraform_version: "1.2.3".into(),
+        };
+        let records = split
+            .items
+            .iter()
+            .map(|item| crate::engine::record::Record {
+                estate: "e".into(),
+                item: item.clone(),
+                program: ProgramStamp::default(),
+                writer: writer.clone(),
+            })
+            .collect();
+        (layout, header, records)
+    }
+
     #[test]
     fn records_an_image_describes_serve_the_same_document_undecoded() {
         use crate::engine::image::{Image, ImageEntry};
-        use crate::engine::layout::EstateName;
-        use crate::engine::program::ProgramStamp;
         use crate::engine::record::{Record, Writer};
         use crate::engine::session::snapshot_of_image;
         use crate::store::Version;
@@ -323,29 +333,16 @@ mod tests {
              "instances":[{"index_key":10,"attributes":{"z":1.50,"a":"q\"\\\u0001 é ${x}"}},{"index_key":2,"deposed":"00aa","attributes":{}},{"index_key":2,"attributes":{"n":[1e400,-0.0,null,true]}}]},
             {"mode":"data","type":"t","name":"d","provider":"p","instances":[{"attributes":{"k":{"b":1,"a":2}}}]}
           ]}"#;
-        let layout = Layout::new(EstateName::parse("e").unwrap());
-        let split = state::parse(doc.as_bytes()).unwrap();
-        let header = Header {
-            lineage: "l".into(),
-            serial: 9,
-            terraform_version: "1.2.3".into(),
-        };
-        let records: Vec<Record> = split
-            .items
-            .iter()
-            .map(|item| Record {
-                estate: "e".into(),
-                item: item.clone(),
-                program: ProgramStamp::default(),
-                writer: Writer {
-                    run_id: "r".into(),
-                    written_at: "t".into(),
-                    terraform_version: Some("1.9.0".into()),
-                    restored_from: None,
-                    log: Some("log-1".into()),
-                },
-            })
-            .collect();
+        let (layout, header, records) = records_of(
+            doc,
+            Writer {
+                run_id: "r".into(),
+                written_at: "t".into(),
+                terraform_version: Some("1.9.0".into()),
+                restored_from: None,
+                log: Some("log-1".into()),
+            },
+        );
         let (keys, bytes, ranks): (Vec<String>, Vec<Vec<u8>>, Vec<_>) = records
             .iter()
             .map(|r| {
