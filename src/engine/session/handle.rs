@@ -118,7 +118,7 @@ impl Session {
             return;
         }
         let mut view = self.view.lock().await;
-        view.base = pin.base.clone();
+        view.base = Some(pin.base.clone());
         view.changes = Some(pin.changes.clone());
         view.pin = Some(pin);
     }
@@ -153,7 +153,7 @@ impl Session {
 
     /// A copy of the write base.
     pub async fn base(&self) -> BTreeMap<String, BaseRef> {
-        self.view.lock().await.base.clone()
+        self.view.lock().await.base().clone()
     }
 
     /// The lineage and serial of the last document served, if one was.

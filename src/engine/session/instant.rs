@@ -83,7 +83,7 @@ impl Session {
             Instant::Delete { address } => (address, None),
         };
         let key = self.layout.resource_key(&address);
-        let base = view.base.get(&key).cloned();
+        let base = view.base().get(&key).cloned();
         let Some((meta, instance, terraform_version)) = put else {
             let Some(base) = base else {
                 return Ok(Landed::Unchanged);
@@ -96,7 +96,7 @@ impl Session {
             self.log.before_write(LogOp::Delete, &key).await?;
             let outcome = self.store.delete(&key, &base.version).await?;
             let mut view = self.view.lock().await;
-            let still = view.base.get(&key).map(|b| &b.version) == Some(&base.version);
+            let still = view.base().get(&key).map(|b| &b.version) == Some(&base.version);
             return Ok(match outcome {
                 WriteOutcome::Conflict(c) if c.found.is_some() => Landed::Refused(RecordConflict {
                     address,
@@ -107,7 +107,7 @@ impl Session {
                 // Deleted now, or already gone.
                 WriteOutcome::Written(()) | WriteOutcome::Conflict(_) => {
                     if still {
-                        view.base.remove(&key);
+                        view.base().remove(&key);
                         view.snapshot.records.remove(&key);
                     }
                     Landed::Deleted
@@ -167,9 +167,9 @@ impl Session {
                     Precondition::Absent => None,
                     Precondition::Matches(v) => Some(v),
                 };
-                if view.base.get(&key).map(|b| &b.version) == expected {
+                if view.base().get(&key).map(|b| &b.version) == expected {
                     let entry = BaseEntry::new(version, digest, record);
-                    view.base.insert(key.clone(), entry.base_ref());
+                    view.base().insert(key.clone(), entry.base_ref());
                     view.snapshot.records.insert(key, entry);
                 }
                 match precondition {

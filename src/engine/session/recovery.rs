@@ -185,7 +185,7 @@ impl Session {
 
     /// The recovery of the unwritten document, for the store `store` names; none when nothing is unwritten.
     pub async fn recovery(&self, store: &str) -> Option<Recovery> {
-        let view = self.view.lock().await;
+        let mut view = self.view.lock().await;
         let unwritten = view.unwritten.as_ref()?;
         let state = serde_json::from_slice(&unwritten.doc).ok()?;
         Some(Recovery {
@@ -196,7 +196,7 @@ impl Session {
             program: self.run.program.clone(),
             saved_at: now_rfc3339(),
             last_error: unwritten.last_error.clone(),
-            base: view.base.clone(),
+            base: view.base().clone(),
             changes: view.changes.clone(),
             state,
         })
@@ -216,12 +216,14 @@ impl Session {
             // Only keys of this estate: a write never reaches past its prefix.
             let prefix = session.layout.prefix();
             let mut view = session.view.lock().await;
-            view.base = recovery
-                .base
-                .iter()
-                .filter(|(k, _)| k.starts_with(&prefix))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect();
+            view.base = Some(
+                recovery
+                    .base
+                    .iter()
+                    .filter(|(k, _)| k.starts_with(&prefix))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            );
             view.changes = recovery.changes.clone();
         }
         session

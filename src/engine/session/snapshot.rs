@@ -23,12 +23,15 @@ pub struct BaseEntry {
 
 /// A record decoded, or a resource record an image holds, decoded only when looked into.
 #[derive(Clone)]
+///
+/// Boxed, so an entry is a few words: a snapshot of an image's 10,000 records moves and drops
+/// entries of some 100 bytes where an inline record made each 500.
 enum Body {
-    Decoded(Record),
+    Decoded(Box<Record>),
     InImage {
         image: Arc<Image>,
         index: usize,
-        record: OnceLock<Result<Record, CorruptRecord>>,
+        record: OnceLock<Box<Result<Record, CorruptRecord>>>,
     },
 }
 
@@ -107,7 +110,7 @@ impl BaseEntry {
         BaseEntry {
             version,
             digest,
-            body: Body::Decoded(record),
+            body: Body::Decoded(Box::new(record)),
         }
     }
 
@@ -142,10 +145,10 @@ impl BaseEntry {
                 image,
                 index,
                 record,
-            } => record
-                .get_or_init(|| {
+            } => {
+                let decoded: &Result<Record, CorruptRecord> = record.get_or_init(|| {
                     let entry = image.entry_by_index(*index);
-                    match entry {
+                    Box::new(match entry {
                         Some(e) => {
                             Record::decode_final(e.key, e.bytes, image.layout(), e.rank.cloned())
                         }
@@ -153,10 +156,10 @@ impl BaseEntry {
                             key: String::new(),
                             reason: "the image holds no such entry".into(),
                         }),
-                    }
-                })
-                .as_ref()
-                .map_err(Clone::clone),
+                    })
+                });
+                decoded.as_ref().map_err(Clone::clone)
+            }
         }
     }
 

@@ -33,7 +33,8 @@ pub struct Pin {
 #[derive(Debug, Default)]
 pub(super) struct View {
     pub(super) snapshot: Snapshot,
-    pub(super) base: BTreeMap<String, BaseRef>,
+    /// The write base ([`View::base`]); none: `snapshot`'s, not made until a write or a pin needs it (a read that nothing writes against makes none).
+    pub(super) base: Option<BTreeMap<String, BaseRef>>,
     pub(super) pin: Option<Pin>,
     pub(super) served: Option<(String, u64)>,
     /// The keys this run's plan changes; a write of any other record is skipped when another run moved or holds it.
@@ -52,4 +53,11 @@ pub(super) struct View {
     pub(super) unwritten: Option<Unwritten>,
     /// The error of the last write when it failed for another reason than the store or a conflict, until a write lands.
     pub(super) refused: Option<String>,
+}
+
+impl View {
+    /// The write base: each record's version and digest this run writes against (made from the last read the first time it is needed).
+    pub(super) fn base(&mut self) -> &mut BTreeMap<String, BaseRef> {
+        self.base.get_or_insert_with(|| self.snapshot.refs())
+    }
 }

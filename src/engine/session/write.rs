@@ -117,7 +117,7 @@ impl Session {
             wanted.insert(record.key(&self.layout), record);
         }
         let mut report = WriteReport::default();
-        let ops = diff(&view.base, wanted, &mut report);
+        let ops = diff(view.base(), wanted, &mut report);
         if ops.is_empty() {
             return Ok(report);
         }
@@ -464,7 +464,7 @@ fn advance(view: &mut View, done: Done, report: &mut WriteReport) {
         Done::Refused { conflict, .. } => report.conflicts.push(conflict),
         Done::Already { key, entry } => {
             report.already.push(entry.address().to_string());
-            view.base.insert(key.clone(), entry.base_ref());
+            view.base().insert(key.clone(), entry.base_ref());
             view.snapshot.records.insert(key, *entry);
         }
         Done::Put {
@@ -473,7 +473,7 @@ fn advance(view: &mut View, done: Done, report: &mut WriteReport) {
             created,
         } => {
             let address = entry.address().to_string();
-            view.base.insert(key.clone(), entry.base_ref());
+            view.base().insert(key.clone(), entry.base_ref());
             view.snapshot.records.insert(key, *entry);
             if created {
                 report.created.push(address);
@@ -486,7 +486,7 @@ fn advance(view: &mut View, done: Done, report: &mut WriteReport) {
             address,
             already_gone,
         } => {
-            view.base.remove(&key);
+            view.base().remove(&key);
             view.snapshot.records.remove(&key);
             if already_gone {
                 report.already_gone.push(address);
