@@ -378,7 +378,7 @@ pub struct Image {
 
 fn line(data: &[u8], from: usize) -> Option<(&[u8], usize)> {
     let rest = data.get(from..)?;
-    let n = rest.iter().position(|&b| b == b'\n')?;
+    let n = memchr::memchr(b'\n', rest)?;
     Some((&rest[..n], from + n + 1))
 }
 
