@@ -118,7 +118,7 @@ impl Session {
             return;
         }
         let mut view = self.view.lock().await;
-        view.base = Some(pin.base.clone());
+        view.set_base(pin.base.clone());
         view.changes = Some(pin.changes.clone());
         view.pin = Some(pin);
     }

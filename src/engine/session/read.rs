@@ -1207,7 +1207,7 @@ impl Session {
         view.read_before = true;
         let records = read.snapshot.records.len();
         if view.pin.is_none() {
-            view.base = None;
+            view.base_from_read();
         }
         view.snapshot = read.snapshot;
         Ok(records)

@@ -216,7 +216,7 @@ impl Session {
             // Only keys of this estate: a write never reaches past its prefix.
             let prefix = session.layout.prefix();
             let mut view = session.view.lock().await;
-            view.base = Some(
+            view.set_base(
                 recovery
                     .base
                     .iter()

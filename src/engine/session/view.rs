@@ -34,7 +34,7 @@ pub struct Pin {
 pub(super) struct View {
     pub(super) snapshot: Snapshot,
     /// The write base ([`View::base`]); none: `snapshot`'s, not made until a write or a pin needs it (a read that nothing writes against makes none).
-    pub(super) base: Option<BTreeMap<String, BaseRef>>,
+    base: Option<BTreeMap<String, BaseRef>>,
     pub(super) pin: Option<Pin>,
     pub(super) served: Option<(String, u64)>,
     /// The keys this run's plan changes; a write of any other record is skipped when another run moved or holds it.
@@ -59,5 +59,15 @@ impl View {
     /// The write base: each record's version and digest this run writes against (made from the last read the first time it is needed).
     pub(super) fn base(&mut self) -> &mut BTreeMap<String, BaseRef> {
         self.base.get_or_insert_with(|| self.snapshot.refs())
+    }
+
+    /// Write against `base` (a saved plan's, or a recovered run's) from now on, whatever is read.
+    pub(super) fn set_base(&mut self, base: BTreeMap<String, BaseRef>) {
+        self.base = Some(base);
+    }
+
+    /// Write against the last read's versions (the base is made from it when first needed).
+    pub(super) fn base_from_read(&mut self) {
+        self.base = None;
     }
 }
