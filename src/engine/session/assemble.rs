@@ -252,7 +252,7 @@ mod tests {
 
     #[test]
     fn instances_kept_as_text_assemble_to_the_same_bytes() {
-        use crate::engine::record::{Record, Writer};
+        use crate::engine::record::Record;
         let doc = r#"{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"l",
           "outputs":{"o":{"value":"x\u00e9\n","type":"string"}},
           "resources":[
@@ -260,16 +260,7 @@ mod tests {
              "instances":[{"index_key":10,"attributes":{"z":1.50,"a":"q\"\\\u0001 é ${x}"}},{"index_key":2,"deposed":"00aa","attributes":{}},{"index_key":2,"attributes":{"n":[1e400,-0.0,null,true]}}]},
             {"mode":"data","type":"t","name":"d","provider":"p","instances":[{"attributes":{"k":{"b":1,"a":2}}}]}
           ]}"#;
-        let (layout, header, records) = records_of(
-            doc,
-            Writer {
-                run_id: "r".into(),
-                written_at: "t".into(),
-                terraform_version: None,
-                restored_from: None,
-                log: None,
-            },
-        );
+        let (layout, header, records) = records_of(doc, None, None);
         let kept: Vec<Record> = records
             .iter()
             .rev()
@@ -292,11 +283,20 @@ mod tests {
         assert!(Record::decode_final(&records[0].key(&layout), &bad, &layout, None).is_err());
     }
 
-    /// Estate `e`'s layout, a fixed header, and a record of each item of `doc` written by `writer`.
+    /// Estate `e`'s layout, a fixed header, and a record of each item of `doc`, written by run
+    /// `r` with terraform `terraform_version` as log entry `log`.
     fn records_of(
         doc: &str,
-        writer: crate::engine::record::Writer,
+        terraform_version: Option<&str>,
+        log: Option<&str>,
     ) -> (Layout, Header, Vec<crate::engine::record::Record>) {
+        let writer = crate::engine::record::Writer {
+            run_id: "r".into(),
+            written_at: "t".into(),
+            terraform_version: terraform_version.map(String::from),
+            restored_from: None,
+            log: log.map(String::from),
+        };
         use crate::engine::layout::EstateName;
         use crate::engine::program::ProgramStamp;
         let layout = Layout::new(EstateName::parse("e").unwrap());
@@ -322,7 +322,7 @@ mod tests {
     #[test]
     fn records_an_image_describes_serve_the_same_document_undecoded() {
         use crate::engine::image::{Image, ImageEntry};
-        use crate::engine::record::{Record, Writer};
+        use crate::engine::record::Record;
         use crate::engine::session::snapshot_of_image;
         use crate::store::Version;
         use std::sync::Arc;
@@ -333,16 +333,7 @@ mod tests {
              "instances":[{"index_key":10,"attributes":{"z":1.50,"a":"q\"\\\u0001 é ${x}"}},{"index_key":2,"deposed":"00aa","attributes":{}},{"index_key":2,"attributes":{"n":[1e400,-0.0,null,true]}}]},
             {"mode":"data","type":"t","name":"d","provider":"p","instances":[{"attributes":{"k":{"b":1,"a":2}}}]}
           ]}"#;
-        let (layout, header, records) = records_of(
-            doc,
-            Writer {
-                run_id: "r".into(),
-                written_at: "t".into(),
-                terraform_version: Some("1.9.0".into()),
-                restored_from: None,
-                log: Some("log-1".into()),
-            },
-        );
+        let (layout, header, records) = records_of(doc, Some("1.9.0"), Some("log-1"));
         let (keys, bytes, ranks): (Vec<String>, Vec<Vec<u8>>, Vec<_>) = records
             .iter()
             .map(|r| {
