@@ -49,7 +49,7 @@ impl RecordStore for AzureStore {
         let token = result.meta.e_tag.clone().unwrap_or_default();
         let bytes = result.bytes().await.map_err(|e| self.fail("get", key, e))?;
         Ok(Some(Stored {
-            bytes: bytes.to_vec(),
+            bytes: Vec::from(bytes),
             version: version(&token),
         }))
     }

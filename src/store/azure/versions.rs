@@ -194,7 +194,7 @@ pub(super) async fn get(
             let mut v = version(&etag);
             v.version_id = Some(version_id.to_string());
             Ok(Some(Stored {
-                bytes: bytes.to_vec(),
+                bytes: Vec::from(bytes),
                 version: v,
             }))
         }

@@ -58,7 +58,7 @@ impl RecordStore for GcsStore {
                         .await
                         .map_err(|e| self.fail("get", key, e))?;
                     return Ok(Some(Stored {
-                        bytes: bytes.to_vec(),
+                        bytes: Vec::from(bytes),
                         version,
                     }));
                 }

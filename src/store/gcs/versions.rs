@@ -191,7 +191,7 @@ pub(super) async fn get(
                 .await
                 .map_err(|e| store.fail("get_version", key, e))?;
             Ok(Some(Stored {
-                bytes: bytes.to_vec(),
+                bytes: Vec::from(bytes),
                 version: Version::new(generation),
             }))
         }

@@ -330,13 +330,18 @@ impl S3Store {
     ) -> Result<Stored, StoreError> {
         let token = out.e_tag.clone().unwrap_or_default();
         let version_id = out.version_id.clone();
-        let bytes = out
+        let body = out
             .body
             .collect()
             .await
-            .map_err(|e| StoreError::new(self.describe(), op, key, e))?
-            .into_bytes()
-            .to_vec();
+            .map_err(|e| StoreError::new(self.describe(), op, key, e))?;
+        // One copy of the answer's segments into a vector of its size (an image is megabytes:
+        // `into_bytes` then `to_vec` copied it twice).
+        let segments: Vec<_> = body.into_segments().collect();
+        let mut bytes = Vec::with_capacity(segments.iter().map(|s| s.len()).sum());
+        for segment in &segments {
+            bytes.extend_from_slice(segment);
+        }
         Ok(Stored {
             bytes,
             version: Version { token, version_id },
