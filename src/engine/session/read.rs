@@ -421,7 +421,7 @@ pub async fn read_estate(
 
     // Each record from this run's last read, the image, the cache, else the store.
     let mut got: Vec<Got> = Vec::with_capacity(wanted.len());
-    let mut from_image = Vec::new();
+    let mut from_image = Vec::with_capacity(wanted.len());
     let mut rest = Vec::new();
     for (key, kind, version) in wanted {
         if in_prior(&key, &kind, &version) {
@@ -439,18 +439,15 @@ pub async fn read_estate(
                 continue;
             }
         }
-        if held
-            .image()
-            .is_some_and(|i| i.entry_at(&key, &version).is_some())
-        {
-            from_image.push((key, kind, version));
+        if let Some(index) = held.image().and_then(|i| i.index_at(&key, &version)) {
+            from_image.push(FromImage { key, kind, index });
         } else {
             rest.push((key, kind, version));
         }
     }
     if let Some(image) = held.image().filter(|_| !from_image.is_empty()) {
         let decoded = decode_entries_blocking(layout, image, from_image).await;
-        for ((key, kind, version), item) in decoded {
+        for (FromImage { key, kind, index }, item) in decoded {
             match item {
                 Ok(item) => {
                     stats.from_image += 1;
@@ -462,7 +459,11 @@ pub async fn read_estate(
                 }
                 Err(e) => {
                     tracing::warn!(key = %key, error = %e, "ignoring the estate image's entry: fetching the record");
-                    rest.push((key, kind, version));
+                    match image.entry_by_index(index) {
+                        Some(entry) => rest.push((key, kind, entry.version.clone())),
+                        // The slot was found in this image: never dropped from the read unsaid.
+                        None => return Err(e),
+                    }
                 }
             }
         }
@@ -841,15 +842,17 @@ async fn read_through_log(
         );
     }
     let mut got: Vec<Got> = Vec::with_capacity(image.len() + to_fetch);
-    let mut from_image = Vec::new();
-    for e in image.entries() {
+    let mut from_image = Vec::with_capacity(image.len());
+    for (index, e) in image.entries().enumerate() {
         let Some(kind) = layout.classify(e.key) else {
             continue;
         };
         match picks.get(e.key) {
-            None | Some(Pick::Image) => {
-                from_image.push((e.key.to_string(), kind, e.version.clone()))
-            }
+            None | Some(Pick::Image) => from_image.push(FromImage {
+                key: e.key.to_string(),
+                kind,
+                index,
+            }),
             Some(_) => {}
         }
     }
@@ -873,7 +876,9 @@ async fn read_through_log(
             Pick::Image | Pick::Gone => {}
         }
     }
-    for ((key, kind, _), item) in decode_entries_blocking(layout, &image, from_image).await {
+    for (FromImage { key, kind, .. }, item) in
+        decode_entries_blocking(layout, &image, from_image).await
+    {
         match item {
             Ok(item) => {
                 stats.from_image += 1;
@@ -988,40 +993,37 @@ fn snapshot_of(mut got: Vec<Got>) -> Snapshot {
     Snapshot { estate, records }
 }
 
-/// One wanted record: its key, kind and listed version.
-type Wanted = (String, KeyKind, Version);
+/// A record read from the image: its key, its kind and its slot there.
+#[derive(Clone)]
+struct FromImage {
+    key: String,
+    kind: KeyKind,
+    index: usize,
+}
 
-/// Decode `wanted` from `image` (each at its listed version), split over the machine's cores;
-/// one result per wanted record, in order.
+/// Decode `wanted` from `image`, split over the machine's cores; one result per wanted record, in order.
 fn decode_entries(
     layout: &Layout,
     image: &Arc<Image>,
-    wanted: &[Wanted],
+    wanted: &[FromImage],
 ) -> Vec<Result<Decoded, SessionError>> {
-    // Each chunk's keys come in key order: each lookup tries the slot after the last first.
-    let one = |w: &Wanted, next: &mut usize| match image.entry_at_from(&w.0, &w.2, next) {
-        // A hit leaves `next` at the slot after it.
-        Some(e) => decode_entry(layout, &w.1, image, next.saturating_sub(1), e),
-        None => Err(unreadable(
-            &w.0,
-            "the image holds no entry at the listed version",
-        )),
+    let one = |w: &FromImage| match image.entry_by_index(w.index) {
+        Some(e) => decode_entry(layout, &w.kind, image, w.index, e),
+        None => Err(unreadable(&w.key, "the image holds no such entry")),
     };
-    let run = |chunk: &[Wanted]| {
-        let mut next = 0;
-        chunk.iter().map(|w| one(w, &mut next)).collect::<Vec<_>>()
-    };
-    over_cores(wanted, 256, |_, chunk| run(chunk))
-        .into_iter()
-        .flat_map(|part| {
-            part.unwrap_or_else(|chunk| {
-                chunk
-                    .iter()
-                    .map(|w| Err(unreadable(&w.0, "decoding it from the image failed")))
-                    .collect()
-            })
+    over_cores(wanted, 256, |_, chunk| {
+        chunk.iter().map(one).collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flat_map(|part| {
+        part.unwrap_or_else(|chunk| {
+            chunk
+                .iter()
+                .map(|w| Err(unreadable(&w.key, "decoding it from the image failed")))
+                .collect()
         })
-        .collect()
+    })
+    .collect()
 }
 
 fn unreadable(key: &str, reason: &str) -> SessionError {
@@ -1035,8 +1037,8 @@ fn unreadable(key: &str, reason: &str) -> SessionError {
 async fn decode_entries_blocking(
     layout: &Layout,
     image: &Arc<Image>,
-    wanted: Vec<Wanted>,
-) -> Vec<(Wanted, Result<Decoded, SessionError>)> {
+    wanted: Vec<FromImage>,
+) -> Vec<(FromImage, Result<Decoded, SessionError>)> {
     let (layout, image) = (layout.clone(), Arc::clone(image));
     let wanted = Arc::new(wanted);
     let task = {
@@ -1051,7 +1053,7 @@ async fn decode_entries_blocking(
         Err(_) => wanted
             .into_iter()
             .map(|w| {
-                let e = unreadable(&w.0, "decoding it from the image failed");
+                let e = unreadable(&w.key, "decoding it from the image failed");
                 (w, Err(e))
             })
             .collect(),
@@ -1060,16 +1062,21 @@ async fn decode_entries_blocking(
 
 /// Every record an image holds, decoded as a read decodes them (the CPU part of a read, for `make bench`).
 pub fn snapshot_of_image(layout: &Layout, image: &Arc<Image>) -> Result<Snapshot, SessionError> {
-    let wanted: Vec<Wanted> = image
+    let wanted: Vec<FromImage> = image
         .entries()
-        .filter_map(|e| {
+        .enumerate()
+        .filter_map(|(index, e)| {
             let kind = layout.classify(e.key)?;
-            Some((e.key.to_string(), kind, e.version.clone()))
+            Some(FromImage {
+                key: e.key.to_string(),
+                kind,
+                index,
+            })
         })
         .collect();
     let decoded = decode_entries(layout, image, &wanted);
     let mut got = Vec::with_capacity(wanted.len());
-    for ((key, _, _), item) in wanted.into_iter().zip(decoded) {
+    for (FromImage { key, .. }, item) in wanted.into_iter().zip(decoded) {
         got.push(Got {
             key,
             item: item?,

@@ -23,7 +23,9 @@
 //!
 //! Stored (`choudoufu-live/image/v3-lz4`), the same text is LZ4-compressed behind a line of its
 //! own: `choudoufu-live/image/v3-lz4\n{"text_bytes":N,"crc32":C}\n<LZ4 block>`, `crc32` over the
-//! block. The root's copy keeps the text itself; a stored text (an older writer's) still reads.
+//! block (which covers the text, so a packed text's `body_crc32` is not checked again). The
+//! root's copy keeps the text itself; a stored text (an older writer's) still reads. Entry
+//! heads are read by `head.rs`.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -44,6 +46,9 @@ use crate::engine::record::{Summary, resource_belongs_at, summary_of_final};
 use crate::engine::state::{InstanceRank, ResourceView};
 use crate::store::private_file::{self, Durability};
 use crate::store::{KeyRange, RangeStart, Version};
+use head::{EntryHead, read_head};
+
+mod head;
 
 /// The format tag on an image's first line.
 pub const IMAGE_FORMAT: &str = "choudoufu-live/image/v2";
@@ -122,38 +127,6 @@ pub struct LogMark {
     pub from: SystemTime,
     /// The names of the entries whose writes may still land (the image may not hold them).
     pub pending: Vec<String>,
-}
-
-/// An entry's head line as written.
-#[derive(Serialize)]
-struct EntryHead<'a> {
-    key: &'a str,
-    version: &'a Version,
-    digest: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    rank: Option<&'a InstanceRank>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    log: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    res: Option<Summary>,
-    bytes: usize,
-}
-
-/// An entry's head line as read: its texts borrowed from the image's bytes when they hold no escapes.
-#[derive(Deserialize)]
-struct EntryHeadIn<'a> {
-    #[serde(borrow)]
-    key: Cow<'a, str>,
-    version: Version,
-    #[serde(borrow)]
-    digest: Cow<'a, str>,
-    #[serde(default)]
-    rank: Option<InstanceRank>,
-    #[serde(default, borrow)]
-    log: Option<Cow<'a, str>>,
-    #[serde(default)]
-    res: Option<Summary>,
-    bytes: usize,
 }
 
 /// One record as an image holds it.
@@ -382,14 +355,23 @@ fn line(data: &[u8], from: usize) -> Option<(&[u8], usize)> {
     Some((&rest[..n], from + n + 1))
 }
 
+/// An image's text, and whether it came packed (its block's checksum then covered it).
+struct Unpacked {
+    text: Vec<u8>,
+    packed: bool,
+}
+
 /// The text of a stored image (its compressed block checked and unpacked), or `data` itself
 /// when it is not packed (an older writer's image, or the root's copy).
-fn unpack(data: Vec<u8>) -> Result<Vec<u8>, ImageError> {
+fn unpack(data: Vec<u8>) -> Result<Unpacked, ImageError> {
     let Some(rest) = data
         .strip_prefix(STORED_FORMAT.as_bytes())
         .and_then(|r| r.strip_prefix(b"\n"))
     else {
-        return Ok(data);
+        return Ok(Unpacked {
+            text: data,
+            packed: false,
+        });
     };
     let at = data.len() - rest.len();
     let (head, block) =
@@ -405,8 +387,9 @@ fn unpack(data: Vec<u8>) -> Result<Vec<u8>, ImageError> {
             packed.text_bytes
         )));
     }
-    lz4_flex::block::decompress(&data[block..], packed.text_bytes)
-        .map_err(|e| ImageError::Format(format!("its block does not decompress: {e}")))
+    let text = lz4_flex::block::decompress(&data[block..], packed.text_bytes)
+        .map_err(|e| ImageError::Format(format!("its block does not decompress: {e}")))?;
+    Ok(Unpacked { text, packed: true })
 }
 
 /// A stored image of `text`: the packing line and its LZ4 block.
@@ -455,72 +438,71 @@ fn tail_length(head: &[u8]) -> Option<usize> {
 fn read_heads(layout: &Layout, data: &str, spans: &[Span]) -> Result<Vec<Slot>, ImageError> {
     let read = |first: usize, chunk: &[Span]| -> Result<Vec<Slot>, ImageError> {
         let mut last = None;
-        chunk
-            .iter()
-            .enumerate()
-            .map(|(i, span)| {
-                let bad = |reason: String| ImageError::Entry {
-                    index: first + i,
-                    reason,
-                };
-                // A head lies between two newlines: its range is on char boundaries.
-                let head: EntryHeadIn =
-                    serde_json::from_str(data.get(span.head.clone()).unwrap_or_default())
-                        .map_err(|e| bad(format!("unreadable: {e}")))?;
-                if head.bytes != span.end - span.start {
-                    return Err(bad("its head names two lengths".into()));
+        // Sized first: a slot is some 350 bytes, and a growing vector copies them all again.
+        let mut slots = Vec::with_capacity(chunk.len());
+        for (i, span) in chunk.iter().enumerate() {
+            let bad = |reason: String| ImageError::Entry {
+                index: first + i,
+                reason,
+            };
+            // A head lies between two newlines: its range is on char boundaries.
+            let head = read_head(data.get(span.head.clone()).unwrap_or_default())
+                .map_err(|e| bad(format!("unreadable: {e}")))?;
+            if head.bytes != span.end - span.start {
+                return Err(bad("its head names two lengths".into()));
+            }
+            let kind = layout.classify(&head.key);
+            match kind {
+                Some(KeyKind::Estate | KeyKind::Resource | KeyKind::Output) => {}
+                _ => {
+                    return Err(bad(format!(
+                        "{} is no state record of this estate",
+                        head.key
+                    )));
                 }
-                match layout.classify(&head.key) {
-                    Some(KeyKind::Estate | KeyKind::Resource | KeyKind::Output) => {}
-                    _ => {
-                        return Err(bad(format!(
-                            "{} is no state record of this estate",
-                            head.key
-                        )));
-                    }
+            }
+            let res = match (head.res, &head.rank) {
+                (None, _) => None,
+                (Some(summary), Some(_)) if kind == Some(KeyKind::Resource) => Some(
+                    SlotSummary::of(
+                        summary,
+                        &mut last,
+                        data,
+                        (span.start, span.end),
+                        &head.key,
+                        layout,
+                    )
+                    .map_err(bad)?,
+                ),
+                (Some(_), _) => {
+                    return Err(bad(
+                        "it summarises a record that is no resource instance with a rank".into(),
+                    ));
                 }
-                let res = match (head.res, &head.rank) {
-                    (None, _) => None,
-                    (Some(summary), Some(_))
-                        if layout.classify(&head.key) == Some(KeyKind::Resource) =>
-                    {
-                        Some(
-                            SlotSummary::of(
-                                summary,
-                                &mut last,
-                                data,
-                                (span.start, span.end),
-                                &head.key,
-                                layout,
-                            )
-                            .map_err(bad)?,
-                        )
-                    }
-                    (Some(_), _) => {
-                        return Err(bad(
-                            "it summarises a record that is no resource instance with a rank"
-                                .into(),
-                        ));
-                    }
-                };
-                Ok(Slot {
-                    res,
-                    key: Text::of(head.key, data),
-                    version: head.version,
-                    digest: Text::of(head.digest, data),
-                    rank: head.rank,
-                    log: head.log.map(|l| Text::of(l, data)),
-                    start: span.start,
-                    end: span.end,
-                })
-            })
-            .collect()
+            };
+            slots.push(Slot {
+                res,
+                key: Text::of(head.key, data),
+                version: head.version,
+                digest: Text::of(head.digest, data),
+                rank: head.rank,
+                log: head.log.map(|l| Text::of(l, data)),
+                start: span.start,
+                end: span.end,
+            });
+        }
+        Ok(slots)
     };
-    let mut slots = Vec::with_capacity(spans.len());
+    let mut slots: Vec<Slot> = Vec::new();
     for part in over_cores(spans, 1024, read) {
-        match part {
-            Ok(part) => slots.extend(part?),
-            Err(_) => return Err(ImageError::Format("reading its entry heads failed".into())),
+        let part =
+            part.map_err(|_| ImageError::Format("reading its entry heads failed".into()))??;
+        if slots.is_empty() {
+            // The first part's vector is kept: only the later parts are copied.
+            slots = part;
+            slots.reserve(spans.len().saturating_sub(slots.len()));
+        } else {
+            slots.extend(part);
         }
     }
     Ok(slots)
@@ -530,7 +512,7 @@ impl Image {
     /// Read an image of `layout`'s estate (stored packed, or its text), checking its format,
     /// estate, checksum and every entry's key.
     pub fn decode(layout: &Layout, data: Vec<u8>) -> Result<Image, ImageError> {
-        let data = unpack(data)?;
+        let Unpacked { text: data, packed } = unpack(data)?;
         if data.len() > MAX_IMAGE_BYTES {
             return Err(ImageError::Format(format!(
                 "{} bytes is larger than any image",
@@ -554,7 +536,8 @@ impl Image {
                 expected: layout.estate().to_string(),
             });
         }
-        if crc32fast::hash(&data[body..]) != header.body_crc32 {
+        // A packed text was checked whole as its block: its body needs no second checksum.
+        if !packed && crc32fast::hash(&data[body..]) != header.body_crc32 {
             return Err(ImageError::Checksum);
         }
         // Find every entry first (a head ends with its record's length), then read the heads
@@ -726,7 +709,7 @@ impl Image {
         &self.layout
     }
 
-    /// The entry in slot `index` (see [`Image::entry_at_from`]).
+    /// The entry in slot `index` (see [`Image::index_at`]).
     pub fn entry_by_index(&self, index: usize) -> Option<ImageEntry<'_>> {
         self.slots.get(index).map(|s| self.entry(s))
     }
@@ -810,25 +793,13 @@ impl Image {
 
     /// The entry for `key`, only when it holds the version the listing gave: never another.
     pub fn entry_at(&self, key: &str, listed: &Version) -> Option<ImageEntry<'_>> {
-        self.entry_at_from(key, listed, &mut 0)
+        self.entry_by_index(self.index_at(key, listed)?)
     }
 
-    /// [`Image::entry_at`] for keys asked in key order: `next` is the slot after the last one
-    /// found, tried first (one comparison where a search makes some fourteen at 10,000 entries).
-    pub fn entry_at_from(
-        &self,
-        key: &str,
-        listed: &Version,
-        next: &mut usize,
-    ) -> Option<ImageEntry<'_>> {
-        let at = match self.slots.get(*next) {
-            Some(s) if s.key.bytes(&self.data) == key.as_bytes() => *next,
-            _ => self.index_of(key)?,
-        };
-        *next = at + 1;
-        let slot = &self.slots[at];
-        (slot.version.token == listed.token || cut(Mechanism::ImageVersion))
-            .then(|| self.entry(slot))
+    /// The slot of `key`, only when it holds the version the listing gave (see [`Image::entry_at`]).
+    pub fn index_at(&self, key: &str, listed: &Version) -> Option<usize> {
+        let at = self.index_of(key)?;
+        (self.slots[at].version.token == listed.token || cut(Mechanism::ImageVersion)).then_some(at)
     }
 }
 
@@ -1195,9 +1166,8 @@ mod tests {
             .collect();
         let image = Image::decode(&l, text_of(&body, names.len())).unwrap();
         assert_eq!(image.len(), 3000);
-        let mut next = 0;
         for n in &names {
-            let e = image.entry_at_from(&l.resource_key(n), &Version::new("v"), &mut next);
+            let e = image.entry_at(&l.resource_key(n), &Version::new("v"));
             assert_eq!(e.map(|e| e.bytes), Some(&b"{}"[..]), "{n}");
         }
         let mut swapped = names.clone();
@@ -1244,26 +1214,20 @@ mod tests {
         assert_eq!(d.instance, br#"{"n":1}"#);
         // A text pointing at no string, past the record, or at another address; an instance
         // that is no object: the image is refused whole, by its entry.
-        let mut bad = Vec::new();
-        let mut spans = summary.0;
-        spans[2] = [at("kind"), at("kind") + 2];
-        bad.push(spans);
-        let mut spans = summary.0;
-        spans[4] = [record.len() - 1, record.len() + 8];
-        bad.push(spans);
-        let mut spans = summary.0;
-        spans[0] = [at("managed"), at("managed") + 7];
-        bad.push(spans);
-        let mut spans = summary.0;
-        spans[8] = [at("1}"), at("1}") + 2];
-        bad.push(spans);
-        let mut spans = summary.0;
-        // From the instance's brace to the writer's: an object at each end, no JSON between.
-        spans[8] = [at("{\"n\""), at("\"1.2\"}") + 6];
-        bad.push(spans);
-        let mut spans = summary.0;
-        spans[6] = [at("p\\\""), at("p\\\"") + 3];
-        bad.push(spans);
+        let with = |i: usize, span: [usize; 2]| {
+            let mut spans = summary.0;
+            spans[i] = span;
+            spans
+        };
+        let bad = [
+            with(2, [at("kind"), at("kind") + 2]),
+            with(4, [record.len() - 1, record.len() + 8]),
+            with(0, [at("managed"), at("managed") + 7]),
+            with(8, [at("1}"), at("1}") + 2]),
+            // From the instance's brace to the writer's: an object at each end, no JSON between.
+            with(8, [at("{\"n\""), at("\"1.2\"}") + 6]),
+            with(6, [at("p\\\""), at("p\\\"") + 3]),
+        ];
         for spans in bad {
             let res = serde_json::to_string(&crate::engine::record::Summary(spans)).unwrap();
             assert!(
