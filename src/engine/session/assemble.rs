@@ -121,14 +121,17 @@ impl PartInstance<'_> {
 
 /// `text` as a JSON string, appended to `out`.
 fn write_str(out: &mut Vec<u8>, text: &str) {
+    // Most texts (a mode, a type, a name) need no escape: copied between quotes, as serde_json
+    // writes them, without its writer's per-call setup.
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.reserve(text.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+        return;
+    }
     // Writing a string into memory cannot fail.
     let _ = serde_json::to_writer(&mut *out, text);
-}
-
-/// One resource of a document and its instances, in the order they are written.
-struct Resource<'a> {
-    view: ResourceView<'a>,
-    instances: Vec<PartInstance<'a>>,
 }
 
 /// A resource's place in terraform's order: module, mode, type, name.
@@ -148,9 +151,11 @@ fn resource_order(a: &ResourceView<'_>, b: &ResourceView<'_>) -> std::cmp::Order
 /// the same content as [`crate::engine::state::assemble`], in terraform's resource order,
 /// written straight from borrowed parts, each instance kept as text copied as it is.
 pub fn document<'a>(header: &Header, parts: impl IntoIterator<Item = Part<'a>>) -> Vec<u8> {
-    // Sorted, not mapped: parts come in record key order, nearly terraform's, so the sort is
-    // about one pass, where a map searches its tree for each of thousands of resources.
-    let mut instances: Vec<(ResourceView<'a>, PartInstance<'a>)> = Vec::new();
+    let parts = parts.into_iter();
+    // Gathered in a vector, not a map: a map would search its tree for each of thousands of
+    // resources; sized by the parts' bound (a snapshot's records), not grown and copied.
+    let mut instances: Vec<(ResourceView<'a>, PartInstance<'a>)> =
+        Vec::with_capacity(parts.size_hint().1.unwrap_or(0).min(1 << 20));
     let mut outputs: BTreeMap<&'a str, &'a Value> = BTreeMap::new();
     for part in parts {
         match part {
@@ -161,18 +166,6 @@ pub fn document<'a>(header: &Header, parts: impl IntoIterator<Item = Part<'a>>) 
         }
     }
     let size: usize = instances.iter().map(|(_, i)| i.size_hint() + 160).sum();
-    // Stable: a resource's instances keep their order until they are ranked below.
-    instances.sort_by(|a, b| resource_order(&a.0, &b.0));
-    let mut resources: Vec<Resource<'a>> = Vec::new();
-    for (view, instance) in instances {
-        match resources.last_mut() {
-            Some(r) if resource_order(&r.view, &view).is_eq() => r.instances.push(instance),
-            _ => resources.push(Resource {
-                view,
-                instances: vec![instance],
-            }),
-        }
-    }
     let mut out = Vec::with_capacity(size + 256);
     out.extend_from_slice(b"{\"version\":4,\"terraform_version\":");
     write_str(&mut out, &header.terraform_version);
@@ -182,43 +175,79 @@ pub fn document<'a>(header: &Header, parts: impl IntoIterator<Item = Part<'a>>) 
     // Borrowed values with string keys: serialising them into memory cannot fail.
     let _ = serde_json::to_writer(&mut out, &outputs);
     out.extend_from_slice(b",\"resources\":[");
-    for (i, r) in resources.iter_mut().enumerate() {
-        if r.instances.len() > 1 {
-            r.instances.sort_by_cached_key(PartInstance::rank);
-        }
-        if i > 0 {
-            out.push(b',');
-        }
-        let v = &r.view;
-        out.push(b'{');
-        if let Some(module) = &v.module {
-            out.extend_from_slice(b"\"module\":");
-            write_str(&mut out, module);
-            out.push(b',');
-        }
-        out.extend_from_slice(b"\"mode\":");
-        write_str(&mut out, &v.mode);
-        out.extend_from_slice(b",\"type\":");
-        write_str(&mut out, &v.type_name);
-        out.extend_from_slice(b",\"name\":");
-        write_str(&mut out, &v.name);
-        if let Some(each) = &v.each {
-            out.extend_from_slice(b",\"each\":");
-            write_str(&mut out, each);
-        }
-        out.extend_from_slice(b",\"provider\":");
-        write_str(&mut out, &v.provider);
-        out.extend_from_slice(b",\"instances\":[");
-        for (j, instance) in r.instances.iter().enumerate() {
-            if j > 0 {
-                out.push(b',');
-            }
-            instance.write(&mut out);
-        }
-        out.extend_from_slice(b"]}");
+    // Parts come in record key order, nearly always terraform's: written in one pass over
+    // neighbours, sorted (stable: a resource's instances keep their order until they are
+    // ranked) only when a pair is out of that order, and written again.
+    if !write_resources(&mut out, &mut instances) {
+        instances.sort_by(|a, b| resource_order(&a.0, &b.0));
+        write_resources(&mut out, &mut instances);
     }
     out.extend_from_slice(b"],\"check_results\":null}\n");
     out
+}
+
+/// Write `instances` to `out` as resources, each with its instances ranked, when they are in
+/// terraform's resource order; false, with `out` as it was, when two neighbours are not.
+fn write_resources(
+    out: &mut Vec<u8>,
+    instances: &mut [(ResourceView<'_>, PartInstance<'_>)],
+) -> bool {
+    let mark = out.len();
+    let mut start = 0;
+    for end in 1..=instances.len() {
+        if let Some(next) = instances.get(end) {
+            match resource_order(&instances[end - 1].0, &next.0) {
+                std::cmp::Ordering::Equal => continue,
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Greater => {
+                    out.truncate(mark);
+                    return false;
+                }
+            }
+        }
+        if start > 0 {
+            out.push(b',');
+        }
+        write_resource(out, &mut instances[start..end]);
+        start = end;
+    }
+    true
+}
+
+/// One resource (the view of its first instance) and its instances, ranked, appended to `out`.
+fn write_resource(out: &mut Vec<u8>, instances: &mut [(ResourceView<'_>, PartInstance<'_>)]) {
+    if instances.len() > 1 {
+        instances.sort_by_cached_key(|(_, i)| i.rank());
+    }
+    let Some((v, _)) = instances.first() else {
+        return;
+    };
+    out.push(b'{');
+    if let Some(module) = &v.module {
+        out.extend_from_slice(b"\"module\":");
+        write_str(out, module);
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"mode\":");
+    write_str(out, &v.mode);
+    out.extend_from_slice(b",\"type\":");
+    write_str(out, &v.type_name);
+    out.extend_from_slice(b",\"name\":");
+    write_str(out, &v.name);
+    if let Some(each) = &v.each {
+        out.extend_from_slice(b",\"each\":");
+        write_str(out, each);
+    }
+    out.extend_from_slice(b",\"provider\":");
+    write_str(out, &v.provider);
+    out.extend_from_slice(b",\"instances\":[");
+    for (j, (_, instance)) in instances.iter().enumerate() {
+        if j > 0 {
+            out.push(b',');
+        }
+        instance.write(out);
+    }
+    out.extend_from_slice(b"]}");
 }
 
 #[cfg(test)]
@@ -290,6 +319,8 @@ mod tests {
         terraform_version: Option<&str>,
         log: Option<&str>,
     ) -> (Layout, Header, Vec<crate::engine::record::Record>) {
+        use crate::engine::layout::EstateName;
+        use crate::engine::program::ProgramStamp;
         let writer = crate::engine::record::Writer {
             run_id: "r".into(),
             written_at: "t".into(),
@@ -297,8 +328,6 @@ mod tests {
             restored_from: None,
             log: log.map(String::from),
         };
-        use crate::engine::layout::EstateName;
-        use crate::engine::program::ProgramStamp;
         let layout = Layout::new(EstateName::parse("e").unwrap());
         let split = state::parse(doc.as_bytes()).unwrap();
         let header = Header {
