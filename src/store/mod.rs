@@ -38,8 +38,8 @@ pub use guard::{GuardError, SafetyUnchecked, UnsafeRecordStore, WriteGuard};
 pub use listing::{list_all, list_range};
 pub use open::{Opened, StoreConfig};
 pub use record_store::{
-    Conflict, DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreTime,
-    Stored, Version, WriteOutcome, within,
+    Chunks, Conflict, DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore,
+    StoreTime, Stored, Streamed, Version, WriteOutcome, within,
 };
 pub use settings::store_settings::{guard_for, open};
 pub use settings::{SettingError, SettingsSource, StoreKind, StoreSettings};

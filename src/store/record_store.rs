@@ -83,6 +83,34 @@ pub struct Stored {
     pub version: Version,
 }
 
+/// One record's bytes as they arrive, in order.
+pub type Chunks = futures::stream::BoxStream<'static, Result<Vec<u8>, StoreError>>;
+
+/// One record being read: its version, and its bytes as they arrive.
+pub struct Streamed {
+    /// Its version.
+    pub version: Version,
+    /// Its bytes.
+    pub chunks: Chunks,
+}
+
+impl fmt::Debug for Streamed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Streamed")
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+impl From<Stored> for Streamed {
+    fn from(stored: Stored) -> Self {
+        Streamed {
+            version: stored.version,
+            chunks: Box::pin(futures::stream::once(std::future::ready(Ok(stored.bytes)))),
+        }
+    }
+}
+
 /// One key of a listing with its version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listed {
@@ -226,6 +254,12 @@ pub trait RecordStore: Send + Sync + fmt::Debug {
 
     /// Read one record; `None` when it does not exist.
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError>;
+
+    /// Read one record as its bytes arrive (a large one can be worked on before its last
+    /// byte); `None` when it does not exist. By default, its bytes as one chunk.
+    async fn get_streamed(&self, key: &str) -> Result<Option<Streamed>, StoreError> {
+        Ok(self.get(key).await?.map(Streamed::from))
+    }
 
     /// One page of the keys under `prefix`, in byte order, starting after `token`'s position.
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError>;

@@ -5,14 +5,15 @@ use std::future::Future;
 use std::time::Instant;
 
 use async_trait::async_trait;
+use futures::StreamExt;
 use tracing::Instrument;
 use tracing::field::{Empty, display};
 
 use super::error::StoreError;
 use super::key;
 use super::record_store::{
-    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreTime, Stored, Version,
-    WriteOutcome,
+    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreTime, Stored, Streamed,
+    Version, WriteOutcome,
 };
 use super::settings::kind::StoreKind;
 use super::versions::VersionListing;
@@ -178,6 +179,31 @@ impl RecordStore for Traced {
         let ms = finish(&span, outcome, started);
         telemetry::metrics().store_call(self.kind().as_str(), "get", outcome, ms);
         result
+    }
+
+    async fn get_streamed(&self, key: &str) -> Result<Option<Streamed>, StoreError> {
+        // The call is traced to its answer's head; its bytes are counted as they arrive.
+        let span = call_span(self.kind(), "get", key);
+        let started = Instant::now();
+        let result = self.inner.get_streamed(key).instrument(span.clone()).await;
+        let outcome = match &result {
+            Ok(Some(streamed)) => {
+                span.record("version", display(&streamed.version));
+                "read"
+            }
+            Ok(None) => "absent",
+            Err(_) => "error",
+        };
+        let ms = finish(&span, outcome, started);
+        telemetry::metrics().store_call(self.kind().as_str(), "get", outcome, ms);
+        Ok(result?.map(|s| Streamed {
+            version: s.version,
+            chunks: Box::pin(s.chunks.inspect(|chunk| {
+                if let Ok(bytes) = chunk {
+                    telemetry::metrics().bytes_read(bytes.len());
+                }
+            })),
+        }))
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {

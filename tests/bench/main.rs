@@ -19,6 +19,7 @@
 //! prints it without writing any results:
 //! `CHOUDOUFU_BENCH_ONLY=C1 cargo test --profile bench --test bench -- --ignored --nocapture`.
 //! The seeded folder is kept in target/bench/c1-store-N (delete it to seed again), and
+//! `CHOUDOUFU_BENCH_C1_RECORDS` its size (10,000), and
 //! `CHOUDOUFU_BENCH_C1_LOOPS` sets the calls per timing (10; 1 under a profiler, e.g.
 //! `taskset -c 0 valgrind --tool=callgrind --toggle-collect='*c1_ours*'` on the test binary).
 
@@ -1114,9 +1115,12 @@ fn c1_ours(layout: &Layout, image_bytes: Vec<u8>) -> Vec<u8> {
     document(&header, snapshot.records.values().filter_map(|e| e.part()))
 }
 
-/// `CHOUDOUFU_BENCH_ONLY=C1`: the C1 row at 10,000 records on a local folder, printed.
+/// `CHOUDOUFU_BENCH_ONLY=C1`: the C1 row at 10,000 records (`CHOUDOUFU_BENCH_C1_RECORDS`) on a local folder, printed, and the time of each of its phases.
 async fn c1_alone() {
-    let n = size(10_000);
+    let n = std::env::var("CHOUDOUFU_BENCH_C1_RECORDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(size(10_000));
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("target/bench/c1-store-{n}"));
     let store: DynStore = Arc::new(LocalStore::new(&dir));
     let layout = Layout::new(EstateName::parse(&format!("c1-{n}")).unwrap());
@@ -1135,6 +1139,34 @@ async fn c1_alone() {
     let mut rows = vec![];
     c1(&mut rows, &layout, &image, &served.state_document().await);
     println!("{}", serde_json::to_string_pretty(&rows).unwrap());
+    c1_phases(&layout, &image);
+}
+
+/// The wall time of each phase of C1's side of ours (median of 10 calls, in ms), printed.
+fn c1_phases(layout: &Layout, image_bytes: &[u8]) {
+    let mut phases: [Vec<f64>; 5] = Default::default();
+    for _ in 0..10 {
+        let bytes = image_bytes.to_vec();
+        let mut t = Instant::now();
+        let mut lap = |i: usize| {
+            phases[i].push(t.elapsed().as_secs_f64() * 1000.0);
+            t = Instant::now();
+        };
+        let image = Arc::new(Image::decode(layout, bytes).unwrap());
+        lap(0);
+        let snapshot = snapshot_of_image(layout, &image).unwrap();
+        lap(1);
+        let header = header_of(layout, &snapshot, None);
+        lap(2);
+        let d = document(&header, snapshot.records.values().filter_map(|e| e.part()));
+        lap(3);
+        drop((d, header, snapshot, image));
+        lap(4);
+    }
+    let names = ["decode", "snapshot", "header", "document", "drop"];
+    for (name, xs) in names.iter().zip(phases) {
+        eprintln!("bench: C1 {name}: {:.1} ms", stats(xs).0);
+    }
 }
 
 /// Why the B3 rows missed, from the accounting table: a read through the write log is one

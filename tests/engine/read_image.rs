@@ -272,14 +272,14 @@ async fn a_corrupt_or_foreign_image_is_ignored_with_a_warning(kind: Kind) {
     damaged[at] = if damaged[at] == b'7' { b'8' } else { b'7' };
     let truncated = good.bytes[..good.bytes.len() - 40].to_vec();
     // An image of the earlier format (v1: SHA-256, records as stored) is never read as this one.
-    let tag = b"choudoufu-live/image/v3-lz4\n";
+    let tag = b"choudoufu-live/image/v4-lz4\n";
     assert!(good.bytes.starts_with(tag));
     let older = [&b"choudoufu-live/image/v1\n"[..], &good.bytes[tag.len()..]].concat();
     let plain = plain_read(&f.store, &l).await;
     for (what, bytes, warning) in [
         ("foreign", foreign, "is estate \"imgc-other\"'s"),
         ("damaged", damaged, "checksum does not match"),
-        ("truncated", truncated, "checksum does not match"),
+        ("truncated", truncated, "do not add up to its text and its bytes"),
         (
             "of format v1",
             older,

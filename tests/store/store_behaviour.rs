@@ -142,6 +142,7 @@ testkit::per_kind!(
         delete_only_if_match,
         own_retried_write_is_not_a_conflict,
         paging_past_a_thousand,
+        a_streamed_read_is_the_read,
     ]
 );
 
@@ -150,8 +151,44 @@ testkit::per_kind!(
 testkit::per_kind!(
     #[tokio::test]
     gcs => Gcs;
-    [writes_reads_and_lists, delete_of_the_current_version]
+    [
+        writes_reads_and_lists,
+        delete_of_the_current_version,
+        a_streamed_read_is_the_read
+    ]
 );
+
+/// A read as the bytes arrive gives the bytes and version a whole read gives (S3's in more
+/// than one chunk, as its answer arrives); none for an absent key.
+async fn a_streamed_read_is_the_read(kind: Kind) {
+    use futures::StreamExt;
+    let f = Fixture::new(kind, "streamed").await;
+    let s = &f.store;
+    let bytes: Vec<u8> = (0..3_000_000u64).map(|i| (i * 7919 % 251) as u8).collect();
+    let v = version(&s.create(KEY, &bytes).await.unwrap());
+    let streamed = s.get_streamed(KEY).await.unwrap().unwrap();
+    assert_eq!(streamed.version, v);
+    let chunks: Vec<Vec<u8>> = streamed
+        .chunks
+        .map(|c| c.unwrap())
+        .collect::<Vec<_>>()
+        .await;
+    assert_eq!(chunks.concat(), bytes);
+    assert_eq!(s.get(KEY).await.unwrap().unwrap().version, v);
+    if matches!(kind, Kind::S3) {
+        assert!(
+            chunks.len() > 1,
+            "S3's answer came in {} chunk(s)",
+            chunks.len()
+        );
+    }
+    assert!(
+        s.get_streamed("tofu-records/e/r/none")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
 
 /// Writes land, reads give the bytes and version written, listings give the same versions.
 async fn writes_reads_and_lists(kind: Kind) {

@@ -17,15 +17,15 @@
 //! instance's text is what the served document holds and is copied there unparsed), `rank`
 //! is where a resource's instance sorts among its resource's instances, and `digest` is the
 //! record's content digest, so an entry used needs no second digest. `res`, on a resource
-//! record's head, is its summary ([`Summary`]): where its texts and instance lie in its bytes,
+//! record's head, is its summary ([`Summary`](crate::engine::record::Summary)): where its texts and instance lie in its bytes,
 //! so a read serves it without decoding it. An image of another
 //! format (v1 held SHA-256 and record bytes as stored) is ignored with a warning.
 //!
-//! Stored (`choudoufu-live/image/v3-lz4`), the same text is LZ4-compressed behind a line of its
-//! own: `choudoufu-live/image/v3-lz4\n{"text_bytes":N,"crc32":C}\n<LZ4 block>`, `crc32` over the
-//! block (which covers the text, so a packed text's `body_crc32` is not checked again). The
-//! root's copy keeps the text itself; a stored text (an older writer's) still reads. Entry
-//! heads are read by `head.rs`.
+//! Stored (`choudoufu-live/image/v4-lz4`, `pack.rs`), the same text is LZ4-compressed in blocks
+//! behind a line of their own, each with a CRC-32 (which covers the text, so a packed text's
+//! `body_crc32` is not checked again). The root's copy keeps the text itself; a stored text and
+//! an image in one block (`v3-lz4`, older writers') still read. The text is read by `text.rs`,
+//! each entry head by `head.rs`.
 
 use std::borrow::Cow;
 use std::io::Write;
@@ -35,27 +35,25 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
-use thiserror::Error;
 
 use crate::cut::{Mechanism, cut};
-use crate::engine::cores::over_cores;
 use crate::engine::digest::sha256_hex;
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::read_cache::ReadCache;
-use crate::engine::record::{Summary, resource_belongs_at, summary_of_final};
+use crate::engine::record::summary_of_final;
 use crate::engine::state::{InstanceRank, ResourceView};
 use crate::store::private_file::{self, Durability};
 use crate::store::{KeyRange, RangeStart, Version};
-use head::{EntryHead, read_head};
+use head::EntryHead;
+pub use pack::{STORED_FORMAT, STORED_FORMAT_V3};
+use pack::{Unpacked, pack, unpack, unpack_streamed};
+use text::{Header, Slot, Text, find_entries, framed, head_lines, line, read_heads, text_of};
+pub use text::{IMAGE_FORMAT, ImageError, MAX_IMAGE_BYTES};
 
 mod head;
+mod pack;
+mod text;
 
-/// The format tag on an image's first line.
-pub const IMAGE_FORMAT: &str = "choudoufu-live/image/v2";
-/// The format tag of a stored image: its text, LZ4-compressed.
-pub const STORED_FORMAT: &str = "choudoufu-live/image/v3-lz4";
-/// Largest image this program reads.
-pub const MAX_IMAGE_BYTES: usize = 1024 * 1024 * 1024;
 /// Keys per listing range (the page size every kind serves).
 pub const RANGE_KEYS: usize = 1000;
 /// A read rewrites the image when more records than this were not in it at their version...
@@ -67,57 +65,6 @@ pub const REFRESH_PERCENT: usize = 5;
 /// more than [`REFRESH_MIN`] and more than [`REFRESH_PERCENT`] of `records`.
 pub fn refresh_bound(records: usize) -> usize {
     REFRESH_MIN.max(records * REFRESH_PERCENT / 100)
-}
-
-/// Why an image was not used (it is then ignored, with a warning).
-#[derive(Debug, Error)]
-pub enum ImageError {
-    /// Not an image of this format.
-    #[error("not an estate image of format {IMAGE_FORMAT}: {0}")]
-    Format(String),
-    /// An image of another estate.
-    #[error("the image is estate {found:?}'s, not {expected:?}'s")]
-    Foreign {
-        /// The estate it names.
-        found: String,
-        /// The estate it lies under.
-        expected: String,
-    },
-    /// The body does not match its checksum: truncated or damaged.
-    #[error("the image's checksum does not match its body (truncated or damaged)")]
-    Checksum,
-    /// An entry that cannot be read or does not belong in this estate's image.
-    #[error("entry {index}: {reason}")]
-    Entry {
-        /// Its position.
-        index: usize,
-        /// What is wrong.
-        reason: String,
-    },
-}
-
-/// The line before a stored image's compressed text.
-#[derive(Serialize, Deserialize)]
-struct Packed {
-    /// The text's length.
-    text_bytes: usize,
-    /// CRC-32 of the compressed block that follows.
-    crc32: u32,
-}
-
-#[derive(Serialize, Deserialize)]
-struct Header {
-    estate: String,
-    run_id: String,
-    written_at: String,
-    entries: usize,
-    body_crc32: u32,
-    /// The watermark, in nanoseconds since 1970 (none: an older writer's image).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    log_from: Option<u64>,
-    /// The write log entries whose writes may still land.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pending: Vec<String>,
 }
 
 /// What an image says of the write log: its watermark and the entries still pending.
@@ -144,181 +91,6 @@ pub struct ImageEntry<'a> {
     pub bytes: &'a [u8],
     /// The name of the write log entry its writer stamp carries.
     pub log: Option<&'a str>,
-}
-
-/// A text of an entry's head: where it lies in the image's bytes, or, when the head escaped it, its own.
-#[derive(Clone, Debug)]
-enum Text {
-    /// `data[start..end]` (the head's parser read it there as a string: on char boundaries).
-    At { start: usize, end: usize },
-    /// Unescaped (from a head, or a record's escaped string), shared by the slots that hold the same.
-    Own(Arc<str>),
-}
-
-impl Text {
-    /// `text`, as a place in `data` when it lies there.
-    fn of(text: Cow<'_, str>, data: &str) -> Text {
-        match text {
-            Cow::Borrowed(b) => {
-                let start = (b.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize);
-                let end = start.saturating_add(b.len());
-                match data.get(start..end) {
-                    Some(there) if there.as_ptr() == b.as_ptr() => Text::At { start, end },
-                    _ => Text::Own(Arc::from(b)),
-                }
-            }
-            Cow::Owned(o) => Text::Own(Arc::from(o)),
-        }
-    }
-
-    /// The text, read from `data` (the bytes it was found in).
-    fn get<'a>(&'a self, data: &'a str) -> &'a str {
-        match self {
-            // The image's text was checked as UTF-8 once, when it was decoded.
-            Text::At { start, end } => data.get(*start..*end).unwrap_or_default(),
-            Text::Own(own) => own,
-        }
-    }
-
-    /// Its bytes, for ordering (byte order is a string's order).
-    fn bytes<'a>(&'a self, data: &'a str) -> &'a [u8] {
-        match self {
-            Text::At { start, end } => data.as_bytes().get(*start..*end).unwrap_or_default(),
-            Text::Own(own) => own.as_bytes(),
-        }
-    }
-}
-
-/// One entry of a decoded image: its head's values (texts in the image's bytes) and where its record lies.
-#[derive(Clone, Debug)]
-struct Slot {
-    key: Text,
-    version: Version,
-    digest: Text,
-    rank: Option<InstanceRank>,
-    log: Option<Text>,
-    res: Option<SlotSummary>,
-    start: usize,
-    end: usize,
-}
-
-/// A resource record's [`Summary`] as a slot keeps it: texts in the image's bytes, and where its instance lies there.
-#[derive(Clone, Debug)]
-struct SlotSummary {
-    address: Text,
-    module: Option<Text>,
-    mode: Text,
-    type_name: Text,
-    name: Text,
-    each: Option<Text>,
-    provider: Text,
-    terraform_version: Option<Text>,
-    instance: std::ops::Range<usize>,
-}
-
-impl SlotSummary {
-    /// `summary` of the record at `start..end` of `data`: each text inside the record between
-    /// quotes with no escape in it, the instance an object inside the record, the address one
-    /// that belongs at `key`.
-    fn of(
-        summary: Summary,
-        last: &mut Option<(std::ops::Range<usize>, Arc<str>)>,
-        data: &str,
-        (start, end): (usize, usize),
-        key: &str,
-        layout: &Layout,
-    ) -> Result<SlotSummary, String> {
-        let bytes = data.as_bytes();
-        // `[from, to)` of the record, as a range of `data`, when it lies inside the record.
-        let place = |[from, to]: [usize; 2]| -> Option<std::ops::Range<usize>> {
-            let range = start.checked_add(from)?..start.checked_add(to)?;
-            (from <= to && range.end <= end).then_some(range)
-        };
-        // A text at `span` (`[0, 0]`: none, where `optional`).
-        let mut text = |span: [usize; 2], optional: bool| -> Result<Option<Text>, String> {
-            if optional && span == [0, 0] {
-                return Ok(None);
-            }
-            let range = place(span).ok_or("its summary places a text outside its record")?;
-            let quoted = range.start > start
-                && range.end < end
-                && bytes[range.start - 1] == b'"'
-                && bytes[range.end] == b'"';
-            let nowhere = || String::from("its summary places a text where no string lies");
-            if !quoted {
-                return Err(nowhere());
-            }
-            let plain = bytes[range.clone()]
-                .iter()
-                .all(|&b| b != b'"' && b != b'\\' && b >= 0x20);
-            match data.get(range.clone()) {
-                Some(_) if plain => Ok(Some(Text::At {
-                    start: range.start,
-                    end: range.end,
-                })),
-                // Escaped (a provider address is, with its quotes): the string, read once for
-                // the records in a row that hold the same.
-                Some(raw) => {
-                    if let Some((at, text)) = last.as_ref()
-                        && data.get(at.clone()) == Some(raw)
-                    {
-                        return Ok(Some(Text::Own(Arc::clone(text))));
-                    }
-                    let text: Arc<str> =
-                        serde_json::from_str::<String>(&data[range.start - 1..range.end + 1])
-                            .map_err(|_| nowhere())?
-                            .into();
-                    *last = Some((range, Arc::clone(&text)));
-                    Ok(Some(Text::Own(text)))
-                }
-                None => Err(nowhere()),
-            }
-        };
-        let [
-            address,
-            module,
-            mode,
-            type_name,
-            name,
-            each,
-            provider,
-            version,
-            instance,
-        ] = summary.0;
-        let instance = place(instance)
-            .filter(|r| r.start < r.end && bytes[r.start] == b'{' && bytes[r.end - 1] == b'}')
-            .ok_or("its summary places the instance outside its record")?;
-        // Served as it is, so it must be JSON (as a decoded record's instance is checked to be).
-        data.get(instance.clone())
-            .and_then(|text| serde_json::from_str::<serde::de::IgnoredAny>(text).ok())
-            .ok_or("its summary's instance is not JSON")?;
-        let missing = || String::from("its summary lacks a text every resource has");
-        let mut needed = |span| text(span, false)?.ok_or_else(missing);
-        let address = needed(address)?;
-        let named = address.get(data);
-        if !resource_belongs_at(named, key, layout) {
-            return Err(format!(
-                "its summary names {named:?}, which does not belong at its key"
-            ));
-        }
-        let (mode, type_name, name, provider) = (
-            needed(mode)?,
-            needed(type_name)?,
-            needed(name)?,
-            needed(provider)?,
-        );
-        Ok(SlotSummary {
-            address,
-            mode,
-            type_name,
-            name,
-            provider,
-            module: text(module, true)?,
-            each: text(each, true)?,
-            terraform_version: text(version, true)?,
-            instance,
-        })
-    }
 }
 
 /// A resource record as its image entry's head describes it: what a read serves without decoding the record.
@@ -349,222 +121,64 @@ pub struct Image {
     log: Option<LogMark>,
 }
 
-fn line(data: &[u8], from: usize) -> Option<(&[u8], usize)> {
-    let rest = data.get(from..)?;
-    let n = memchr::memchr(b'\n', rest)?;
-    Some((&rest[..n], from + n + 1))
-}
-
-/// An image's text, and whether it came packed (its block's checksum then covered it).
-struct Unpacked {
+/// An image's text, where its entries start, and where each ends (after its newline).
+struct Written {
     text: Vec<u8>,
-    packed: bool,
-}
-
-/// The text of a stored image (its compressed block checked and unpacked), or `data` itself
-/// when it is not packed (an older writer's image, or the root's copy).
-fn unpack(data: Vec<u8>) -> Result<Unpacked, ImageError> {
-    let Some(rest) = data
-        .strip_prefix(STORED_FORMAT.as_bytes())
-        .and_then(|r| r.strip_prefix(b"\n"))
-    else {
-        return Ok(Unpacked {
-            text: data,
-            packed: false,
-        });
-    };
-    let at = data.len() - rest.len();
-    let (head, block) =
-        line(&data, at).ok_or_else(|| ImageError::Format("no packing line".into()))?;
-    let packed: Packed = serde_json::from_slice(head)
-        .map_err(|e| ImageError::Format(format!("unreadable packing line: {e}")))?;
-    if crc32fast::hash(&data[block..]) != packed.crc32 {
-        return Err(ImageError::Checksum);
-    }
-    if packed.text_bytes > MAX_IMAGE_BYTES {
-        return Err(ImageError::Format(format!(
-            "{} bytes is larger than any image",
-            packed.text_bytes
-        )));
-    }
-    let text = lz4_flex::block::decompress(&data[block..], packed.text_bytes)
-        .map_err(|e| ImageError::Format(format!("its block does not decompress: {e}")))?;
-    Ok(Unpacked { text, packed: true })
-}
-
-/// A stored image of `text`: the packing line and its LZ4 block.
-fn pack(text: &[u8]) -> Vec<u8> {
-    let block = lz4_flex::block::compress(text);
-    let packed = Packed {
-        text_bytes: text.len(),
-        crc32: crc32fast::hash(&block),
-    };
-    framed(STORED_FORMAT, &packed, &block)
-}
-
-/// `tag`'s line, `head` as a JSON line, then `body`: the frame of an image's text and of its packing.
-fn framed(tag: &str, head: &impl Serialize, body: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 256);
-    out.extend_from_slice(tag.as_bytes());
-    out.push(b'\n');
-    // Numbers and strings (Packed, Header): serialising cannot fail.
-    let _ = serde_json::to_writer(&mut out, head);
-    out.push(b'\n');
-    out.extend_from_slice(body);
-    out
-}
-
-/// Where one entry lies in an image's text: its head line and its record.
-struct Span {
-    head: std::ops::Range<usize>,
-    start: usize,
-    end: usize,
-}
-
-/// The record length a head line ends with (`..."bytes":N}`, the field written last).
-fn tail_length(head: &[u8]) -> Option<usize> {
-    let rest = head.strip_suffix(b"}")?;
-    let colon = rest.iter().rposition(|&b| b == b':')?;
-    rest[..colon].strip_suffix(b"\"bytes\"")?;
-    let digits = &rest[colon + 1..];
-    if digits.is_empty() || digits.len() > 12 || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    std::str::from_utf8(digits).ok()?.parse().ok()
-}
-
-/// Read the heads of `spans` (split over the machine's cores when there are many), each a
-/// state record of `layout`'s estate whose length is the one its span was found by.
-fn read_heads(layout: &Layout, data: &str, spans: &[Span]) -> Result<Vec<Slot>, ImageError> {
-    let read = |first: usize, chunk: &[Span]| -> Result<Vec<Slot>, ImageError> {
-        let mut last = None;
-        // Sized first: a slot is some 350 bytes, and a growing vector copies them all again.
-        let mut slots = Vec::with_capacity(chunk.len());
-        for (i, span) in chunk.iter().enumerate() {
-            let bad = |reason: String| ImageError::Entry {
-                index: first + i,
-                reason,
-            };
-            // A head lies between two newlines: its range is on char boundaries.
-            let head = read_head(data.get(span.head.clone()).unwrap_or_default())
-                .map_err(|e| bad(format!("unreadable: {e}")))?;
-            if head.bytes != span.end - span.start {
-                return Err(bad("its head names two lengths".into()));
-            }
-            let kind = layout.classify(&head.key);
-            match kind {
-                Some(KeyKind::Estate | KeyKind::Resource | KeyKind::Output) => {}
-                _ => {
-                    return Err(bad(format!(
-                        "{} is no state record of this estate",
-                        head.key
-                    )));
-                }
-            }
-            let res = match (head.res, &head.rank) {
-                (None, _) => None,
-                (Some(summary), Some(_)) if kind == Some(KeyKind::Resource) => Some(
-                    SlotSummary::of(
-                        summary,
-                        &mut last,
-                        data,
-                        (span.start, span.end),
-                        &head.key,
-                        layout,
-                    )
-                    .map_err(bad)?,
-                ),
-                (Some(_), _) => {
-                    return Err(bad(
-                        "it summarises a record that is no resource instance with a rank".into(),
-                    ));
-                }
-            };
-            slots.push(Slot {
-                res,
-                key: Text::of(head.key, data),
-                version: head.version,
-                digest: Text::of(head.digest, data),
-                rank: head.rank,
-                log: head.log.map(|l| Text::of(l, data)),
-                start: span.start,
-                end: span.end,
-            });
-        }
-        Ok(slots)
-    };
-    let mut slots: Vec<Slot> = Vec::new();
-    for part in over_cores(spans, 1024, read) {
-        let part =
-            part.map_err(|_| ImageError::Format("reading its entry heads failed".into()))??;
-        if slots.is_empty() {
-            // The first part's vector is kept: only the later parts are copied.
-            slots = part;
-            slots.reserve(spans.len().saturating_sub(slots.len()));
-        } else {
-            slots.extend(part);
-        }
-    }
-    Ok(slots)
+    body: usize,
+    ends: Vec<usize>,
 }
 
 impl Image {
     /// Read an image of `layout`'s estate (stored packed, or its text), checking its format,
     /// estate, checksum and every entry's key.
     pub fn decode(layout: &Layout, data: Vec<u8>) -> Result<Image, ImageError> {
-        let Unpacked { text: data, packed } = unpack(data)?;
+        Self::unpacked(layout, unpack(layout, data)?)
+    }
+
+    /// Read an image of `layout`'s estate as [`Image::decode`] does, as its stored bytes arrive
+    /// from `next` (which blocks for each chunk), or the error `next` gave.
+    pub fn decode_streamed<E>(
+        layout: &Layout,
+        next: impl FnMut() -> Option<Result<Vec<u8>, E>>,
+    ) -> Result<Result<Image, ImageError>, E> {
+        Ok(unpack_streamed(layout, next)?.and_then(|u| Self::unpacked(layout, u)))
+    }
+
+    /// Read the image of `layout`'s estate that `unpacked` is the text of.
+    fn unpacked(layout: &Layout, unpacked: Unpacked) -> Result<Image, ImageError> {
+        let (data, checked, found) = match unpacked {
+            Unpacked::Text(text) => (text, false, None),
+            Unpacked::Block(text) => (text, true, None),
+            Unpacked::Blocks { text, body, slots } => (text, true, Some((body, slots))),
+        };
         if data.len() > MAX_IMAGE_BYTES {
             return Err(ImageError::Format(format!(
                 "{} bytes is larger than any image",
                 data.len()
             )));
         }
-        let (tag, at) =
-            line(&data, 0).ok_or_else(|| ImageError::Format("no format line".into()))?;
-        if tag != IMAGE_FORMAT.as_bytes() {
-            return Err(ImageError::Format(format!(
-                "its first line is {:?}",
-                String::from_utf8_lossy(&tag[..tag.len().min(64)])
-            )));
-        }
-        let (head, body) = line(&data, at).ok_or_else(|| ImageError::Format("no header".into()))?;
-        let header: Header = serde_json::from_slice(head)
-            .map_err(|e| ImageError::Format(format!("unreadable header: {e}")))?;
-        if header.estate != layout.estate().as_str() {
-            return Err(ImageError::Foreign {
-                found: header.estate,
-                expected: layout.estate().to_string(),
-            });
-        }
-        // A packed text was checked whole as its block: its body needs no second checksum.
-        if !packed && crc32fast::hash(&data[body..]) != header.body_crc32 {
+        let (header, body) = head_lines(layout, &data)?;
+        // A packed text was checked by its blocks' checksums: its body needs no second one.
+        if !checked && crc32fast::hash(&data[body..]) != header.body_crc32 {
             return Err(ImageError::Checksum);
         }
-        // Find every entry first (a head ends with its record's length), then read the heads
-        // over the machine's cores, then check the order.
-        let mut spans: Vec<Span> = Vec::with_capacity(header.entries.min(1 << 20));
-        let mut at = body;
-        while at < data.len() {
-            let index = spans.len();
-            let bad = |reason: String| ImageError::Entry { index, reason };
-            let (head, start) = line(&data, at).ok_or_else(|| bad("no entry line".into()))?;
-            let bytes = tail_length(head)
-                .ok_or_else(|| bad("its head does not end with its record's length".into()))?;
-            let end = start
-                .checked_add(bytes)
-                .filter(|&end| end < data.len() && data[end] == b'\n')
-                .ok_or_else(|| bad(format!("its {bytes} bytes run past the image")))?;
-            spans.push(Span {
-                head: at..start - 1,
-                start,
-                end,
-            });
-            at = end + 1;
-        }
-        // Checked once here, so the heads parse as text and their strings are read in place.
-        let data = String::from_utf8(data)
-            .map_err(|e| ImageError::Format(format!("its text is not UTF-8: {e}")))?;
-        let slots = read_heads(layout, &data, &spans)?;
+        // A packed block's entries were found and their heads read as it was unpacked. Any
+        // other text's entries are found (a head ends with its record's length), then its
+        // heads read over the machine's cores; then the order is checked.
+        let (data, slots) = match found {
+            Some((head_block, slots)) if head_block == body => (text_of(data)?, slots),
+            Some(_) => {
+                return Err(ImageError::Format(
+                    "its first block is not its two head lines".into(),
+                ));
+            }
+            None => {
+                let spans = find_entries(&data[body..], body)?;
+                let data = text_of(data)?;
+                let slots = read_heads(layout, &data, &spans)?;
+                (data, slots)
+            }
+        };
         for (index, pair) in slots.windows(2).enumerate() {
             if pair[0].key.bytes(&data) >= pair[1].key.bytes(&data) {
                 return Err(ImageError::Entry {
@@ -601,23 +215,26 @@ impl Image {
         log: Option<&LogMark>,
         entries: impl IntoIterator<Item = ImageEntry<'a>>,
     ) -> Vec<u8> {
+        let written = Self::encode_text(layout, run_id, log, entries);
         if cut(Mechanism::ImagePack) {
-            return Self::encode_text(layout, run_id, log, entries);
+            return written.text;
         }
-        pack(&Self::encode_text(layout, run_id, log, entries))
+        pack(&written.text, written.body, &written.ends)
     }
 
-    /// The text of an image of `entries` (in any order), written by `run_id`, with its write log mark.
+    /// The text of an image of `entries` (in any order), written by `run_id`, with its write log
+    /// mark, and where its entries start and end.
     fn encode_text<'a>(
         layout: &Layout,
         run_id: &str,
         log: Option<&LogMark>,
         entries: impl IntoIterator<Item = ImageEntry<'a>>,
-    ) -> Vec<u8> {
+    ) -> Written {
         let mut entries: Vec<ImageEntry<'a>> = entries.into_iter().collect();
         entries.sort_by(|a, b| a.key.cmp(b.key));
         entries.dedup_by(|a, b| a.key == b.key);
         let mut body = Vec::with_capacity(entries.iter().map(|e| e.bytes.len() + 160).sum());
+        let mut ends = Vec::with_capacity(entries.len());
         for e in &entries {
             let resource = e.rank.is_some() && layout.classify(e.key) == Some(KeyKind::Resource);
             let head = EntryHead {
@@ -634,6 +251,7 @@ impl Image {
             body.push(b'\n');
             body.extend_from_slice(e.bytes);
             body.push(b'\n');
+            ends.push(body.len());
         }
         let header = Header {
             estate: layout.estate().to_string(),
@@ -648,7 +266,11 @@ impl Image {
             }),
             pending: log.map(|m| m.pending.clone()).unwrap_or_default(),
         };
-        framed(IMAGE_FORMAT, &header, &body)
+        let text = framed(IMAGE_FORMAT, &header, &body);
+        // Each entry's end, in the text.
+        let body = text.len() - body.len();
+        ends.iter_mut().for_each(|end| *end += body);
+        Written { text, body, ends }
     }
 
     /// The same image, noted as the store's object at `version`.
@@ -1248,17 +870,19 @@ mod tests {
         let image = Image::decode(&l, packed.clone()).unwrap();
         let text = image.bytes().to_vec();
         assert!(text.starts_with(format!("{IMAGE_FORMAT}\n").as_bytes()));
-        // The root's copy keeps the text: it reads the same.
-        let again = Image::decode(&l, text.clone()).unwrap();
-        assert_eq!(
-            again.keys().collect::<Vec<_>>(),
-            image.keys().collect::<Vec<_>>()
-        );
+        // The root's copy keeps the text, and an earlier writer packed it in one block: both read the same.
+        for other in [text.clone(), pack::pack_v3(&text)] {
+            let again = Image::decode(&l, other).unwrap();
+            assert_eq!(
+                again.keys().collect::<Vec<_>>(),
+                image.keys().collect::<Vec<_>>()
+            );
+        }
         // A block that is no LZ4 block, behind a good checksum: refused by name, no panic.
         let junk = b"\xff\xff\xff\xff not lz4";
         let bad = framed(
-            STORED_FORMAT,
-            &Packed {
+            STORED_FORMAT_V3,
+            &pack::Packed {
                 text_bytes: 64,
                 crc32: crc32fast::hash(junk),
             },
@@ -1270,8 +894,8 @@ mod tests {
         // A length past any image is refused before anything is allocated for it.
         let block = lz4_flex::block::compress(&text);
         let huge = framed(
-            STORED_FORMAT,
-            &Packed {
+            STORED_FORMAT_V3,
+            &pack::Packed {
                 text_bytes: MAX_IMAGE_BYTES + 1,
                 crc32: crc32fast::hash(&block),
             },
@@ -1280,6 +904,178 @@ mod tests {
         assert!(
             matches!(Image::decode(&l, huge), Err(ImageError::Format(m)) if m.contains("larger"))
         );
+    }
+
+    /// `v4-lz4` bytes of `blocks` (each a text, packed as it is), under a packing line that
+    /// states `text_bytes` and each block's lengths and checksum.
+    fn blocks_of(blocks: &[&[u8]], text_bytes: usize) -> Vec<u8> {
+        let packed: Vec<Vec<u8>> = blocks
+            .iter()
+            .map(|b| lz4_flex::block::compress(b))
+            .collect();
+        let line = serde_json::json!({
+            "text_bytes": text_bytes,
+            "blocks": blocks.iter().zip(&packed).map(|(b, p)| serde_json::json!({
+                "text": b.len(), "packed": p.len(), "crc32": crc32fast::hash(p)
+            })).collect::<Vec<_>>(),
+        });
+        let mut out = format!("{STORED_FORMAT}\n{line}\n").into_bytes();
+        out.extend(packed.concat());
+        out
+    }
+
+    #[test]
+    fn an_image_past_a_block_is_packed_in_blocks_of_whole_entries_each_checked() {
+        let l = layout("e");
+        let record = vec![b'x'; 300_000];
+        let (keys, v) = (
+            (0..10)
+                .map(|i| l.resource_key(&format!("x.r{i}")))
+                .collect::<Vec<_>>(),
+            Version::new("\"v\""),
+        );
+        let entries = keys.iter().map(|k| ImageEntry {
+            rank: None,
+            key: k,
+            version: &v,
+            digest: "d",
+            bytes: &record,
+            log: None,
+        });
+        let stored = Image::encode(&l, "run", None, entries);
+        let image = Image::decode(&l, stored.clone()).unwrap();
+        assert_eq!(image.len(), 10);
+        assert!(image.entries().all(|e| e.bytes == record.as_slice()));
+        // The head lines, then 3 MB of entries in blocks of at least 1 MiB: 4 entries, 4, 2.
+        let (tag, at) = line(&stored, 0).unwrap();
+        assert_eq!(tag, STORED_FORMAT.as_bytes());
+        let (head, _) = line(&stored, at).unwrap();
+        let packing: serde_json::Value = serde_json::from_slice(head).unwrap();
+        assert_eq!(packing["blocks"].as_array().unwrap().len(), 4);
+        // Its text in the same blocks reads as the same image.
+        let text = image.bytes();
+        let (_, body) = line(text, line(text, 0).unwrap().1).unwrap();
+        let per = (text.len() - body) / 10;
+        let at = |i: usize| body + per * i;
+        let cut = [
+            &text[..body],
+            &text[body..at(4)],
+            &text[at(4)..at(8)],
+            &text[at(8)..],
+        ];
+        assert_eq!(
+            Image::decode(&l, blocks_of(&cut, text.len()))
+                .unwrap()
+                .len(),
+            10
+        );
+        // Each damage is refused by name, never a panic.
+        let mut flipped = stored.clone();
+        let last = flipped.len() - 3;
+        flipped[last] ^= 1;
+        assert!(matches!(
+            Image::decode(&l, flipped),
+            Err(ImageError::Checksum)
+        ));
+        let refused = |bytes: Vec<u8>, says: &str| match Image::decode(&l, bytes) {
+            Err(ImageError::Format(m)) => assert!(m.contains(says), "{m}"),
+            other => panic!("{:?}", other.map(|i| i.len())),
+        };
+        refused(stored[..stored.len() - 5].to_vec(), "add up");
+        refused(blocks_of(&cut, text.len() + 1), "add up");
+        // A block that ends inside an entry, and a first block that is not the head lines.
+        let mid = at(4) + 7;
+        refused(
+            blocks_of(&[&text[..body], &text[body..mid], &text[mid..]], text.len()),
+            "block 1",
+        );
+        refused(
+            blocks_of(&[&text[..at(1)], &text[at(1)..]], text.len()),
+            "first block",
+        );
+        refused(blocks_of(&[], 0), "no blocks");
+        // A block that unpacks to less than it states.
+        let (first, short) = (
+            lz4_flex::block::compress(&text[..body]),
+            lz4_flex::block::compress(&text[body..at(4)]),
+        );
+        let wrong = serde_json::json!({"text_bytes": at(4) + 1, "blocks": [
+            {"text": body, "packed": first.len(), "crc32": crc32fast::hash(&first)},
+            {"text": at(4) - body + 1, "packed": short.len(), "crc32": crc32fast::hash(&short)},
+        ]});
+        let mut lying = format!("{STORED_FORMAT}\n{wrong}\n").into_bytes();
+        lying.extend(first);
+        lying.extend(&short);
+        refused(lying, "block 1");
+    }
+
+    #[test]
+    fn an_image_read_as_it_arrives_is_the_image_read_whole_in_any_chunks() {
+        let l = layout("e");
+        let record = vec![b'y'; 150_000];
+        let keys: Vec<String> = (0..20)
+            .map(|i| l.resource_key(&format!("x.r{i:02}")))
+            .collect();
+        let v = Version::new("\"v\"");
+        let entries = keys.iter().map(|k| ImageEntry {
+            rank: None,
+            key: k,
+            version: &v,
+            digest: "d",
+            bytes: &record,
+            log: None,
+        });
+        let stored = Image::encode(&l, "run", None, entries);
+        let whole = Image::decode(&l, stored.clone()).unwrap();
+        let text = whole.bytes().to_vec();
+        // In blocks, in one block (an earlier writer's) and as its text, cut anywhere.
+        for bytes in [stored.clone(), pack::pack_v3(&text), text.clone()] {
+            for size in [1, 7, 64, 4096, 100_000, bytes.len()] {
+                let mut chunks = bytes.chunks(size).map(|c| Ok::<_, String>(c.to_vec()));
+                let image = Image::decode_streamed(&l, || chunks.next())
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(image.bytes(), whole.bytes());
+                assert_eq!(
+                    image.keys().collect::<Vec<_>>(),
+                    whole.keys().collect::<Vec<_>>()
+                );
+            }
+        }
+        // The source's error, at any point, is the read's, never an image.
+        for at in [0, 30, stored.len() / 2, stored.len() - 1] {
+            let mut chunks = [Ok(stored[..at].to_vec()), Err("reset".to_string())].into_iter();
+            assert_eq!(
+                Image::decode_streamed(&l, || chunks.next()).map(|i| i.is_ok()),
+                Err("reset".to_string())
+            );
+        }
+        // A packing line that never ends is refused before it is all read.
+        let mut sent = 0;
+        let refused = Image::decode_streamed(&l, || {
+            sent += 1;
+            (sent < 1000).then(|| match sent {
+                1 => Ok::<_, String>(format!("{STORED_FORMAT}\n{{").into_bytes()),
+                _ => Ok(vec![b' '; 1 << 20]),
+            })
+        });
+        assert!(
+            matches!(&refused, Ok(Err(ImageError::Format(m))) if m.contains("no packing line")),
+            "{:?}",
+            refused.map(|r| r.map(|i| i.len()))
+        );
+        assert!(sent < 10, "{sent} chunks read");
+        // Bytes after the last block, or too few, refuse the image.
+        for bytes in [
+            [stored.as_slice(), b"x"].concat(),
+            stored[..stored.len() - 1].to_vec(),
+        ] {
+            let mut chunks = bytes.chunks(1000).map(|c| Ok::<_, String>(c.to_vec()));
+            assert!(matches!(
+                Image::decode_streamed(&l, || chunks.next()),
+                Ok(Err(ImageError::Format(m))) if m.contains("add up")
+            ));
+        }
     }
 
     #[test]

@@ -27,7 +27,9 @@ use crate::engine::state::InstanceRank;
 use crate::engine::write_log::{
     Clock, Fate, LogEntry, Seen, SystemClock, Timing, fate, holds, time_key,
 };
-use crate::store::{self, DynStore, KeyRange, Listed, Precondition, Version, WriteOutcome};
+use crate::store::{
+    self, DynStore, KeyRange, Listed, Precondition, Streamed, Version, WriteOutcome,
+};
 
 /// A stored image as fetched (none: none stored, or unusable), and its version.
 type Fetched = (Option<Arc<Image>>, Option<Version>);
@@ -134,24 +136,32 @@ enum Decoded {
 }
 
 /// The stored image, or none (a corrupt or foreign one is ignored with a warning); and its version.
+/// It is decoded as its bytes arrive, on a blocking thread.
 pub async fn fetch_image(store: &DynStore, layout: &Layout) -> (Option<Image>, Option<Version>) {
     let key = layout.image_key();
-    match store.get(&key).await {
-        Ok(None) => (None, None),
-        Ok(Some(stored)) => match Image::decode(layout, stored.bytes) {
-            Ok(image) => (
-                Some(image.stored_as(Some(stored.version.clone()))),
-                Some(stored.version),
-            ),
-            Err(e) => {
-                tracing::warn!(key = %key, error = %e, "ignoring the estate image, which is a cache only: reading every record from the store");
-                (None, Some(stored.version))
-            }
-        },
-        Err(e) => {
-            tracing::warn!(key = %key, error = %e, "could not read the estate image: reading every record from the store");
-            (None, None)
+    let could_not = |e: &dyn std::fmt::Display| {
+        tracing::warn!(key = %key, error = %e, "could not read the estate image: reading every record from the store");
+        (None, None)
+    };
+    let Streamed { version, chunks } = match store.get_streamed(&key).await {
+        Ok(None) => return (None, None),
+        Ok(Some(streamed)) => streamed,
+        Err(e) => return could_not(&e),
+    };
+    let (runtime, decoding) = (tokio::runtime::Handle::current(), layout.clone());
+    let decoded = tokio::task::spawn_blocking(move || {
+        let mut chunks = chunks;
+        Image::decode_streamed(&decoding, || runtime.block_on(chunks.next()))
+    })
+    .await;
+    match decoded {
+        Ok(Ok(Ok(image))) => (Some(image.stored_as(Some(version.clone()))), Some(version)),
+        Ok(Ok(Err(e))) => {
+            tracing::warn!(key = %key, error = %e, "ignoring the estate image, which is a cache only: reading every record from the store");
+            (None, Some(version))
         }
+        Ok(Err(e)) => could_not(&e),
+        Err(e) => could_not(&e),
     }
 }
 

@@ -12,8 +12,8 @@ use crate::store::error::StoreError;
 use crate::store::guard::WriteGuard;
 use crate::store::open::StoreConfig;
 use crate::store::record_store::{
-    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreTime, Stored, Version,
-    WriteOutcome, within,
+    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreTime, Stored, Streamed,
+    Version, WriteOutcome, within,
 };
 use crate::store::settings::kind::StoreKind;
 use crate::store::versions::VersionListing;
@@ -53,6 +53,41 @@ impl RecordStore for S3Store {
             Err(e) => return Err(self.fail("get", key, e)),
         };
         self.stored("get", key, out).await.map(Some)
+    }
+
+    async fn get_streamed(&self, key: &str) -> Result<Option<Streamed>, StoreError> {
+        let out = match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if absent(&e) => return Ok(None),
+            Err(e) => return Err(self.fail("get", key, e)),
+        };
+        let version = Version {
+            token: out.e_tag.clone().unwrap_or_default(),
+            version_id: out.version_id.clone(),
+        };
+        let (store, key) = (self.describe(), key.to_string());
+        let chunks = futures::stream::unfold(Some(out.body), move |body| {
+            let (store, key) = (store.clone(), key.clone());
+            async move {
+                let mut body = body?;
+                match body.next().await? {
+                    Ok(bytes) => Some((Ok(Vec::from(bytes)), Some(body))),
+                    // The stream ends after its error.
+                    Err(e) => Some((Err(StoreError::new(store, "get", key, e)), None)),
+                }
+            }
+        });
+        Ok(Some(Streamed {
+            version,
+            chunks: Box::pin(chunks),
+        }))
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
