@@ -279,7 +279,11 @@ async fn a_corrupt_or_foreign_image_is_ignored_with_a_warning(kind: Kind) {
     for (what, bytes, warning) in [
         ("foreign", foreign, "is estate \"imgc-other\"'s"),
         ("damaged", damaged, "checksum does not match"),
-        ("truncated", truncated, "do not add up to its text and its bytes"),
+        (
+            "truncated",
+            truncated,
+            "do not add up to its text and its bytes",
+        ),
         (
             "of format v1",
             older,

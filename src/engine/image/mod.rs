@@ -906,6 +906,23 @@ mod tests {
         );
     }
 
+    /// The stored image of `n` resource records (keys in order), each holding `record`.
+    fn alike(l: &Layout, n: usize, record: &[u8]) -> Vec<u8> {
+        let keys: Vec<String> = (0..n)
+            .map(|i| l.resource_key(&format!("x.r{i:02}")))
+            .collect();
+        let v = Version::new("\"v\"");
+        let entries = keys.iter().map(|k| ImageEntry {
+            rank: None,
+            key: k,
+            version: &v,
+            digest: "d",
+            bytes: record,
+            log: None,
+        });
+        Image::encode(l, "run", None, entries)
+    }
+
     /// `v4-lz4` bytes of `blocks` (each a text, packed as it is), under a packing line that
     /// states `text_bytes` and each block's lengths and checksum.
     fn blocks_of(blocks: &[&[u8]], text_bytes: usize) -> Vec<u8> {
@@ -928,21 +945,7 @@ mod tests {
     fn an_image_past_a_block_is_packed_in_blocks_of_whole_entries_each_checked() {
         let l = layout("e");
         let record = vec![b'x'; 300_000];
-        let (keys, v) = (
-            (0..10)
-                .map(|i| l.resource_key(&format!("x.r{i}")))
-                .collect::<Vec<_>>(),
-            Version::new("\"v\""),
-        );
-        let entries = keys.iter().map(|k| ImageEntry {
-            rank: None,
-            key: k,
-            version: &v,
-            digest: "d",
-            bytes: &record,
-            log: None,
-        });
-        let stored = Image::encode(&l, "run", None, entries);
+        let stored = alike(&l, 10, &record);
         let image = Image::decode(&l, stored.clone()).unwrap();
         assert_eq!(image.len(), 10);
         assert!(image.entries().all(|e| e.bytes == record.as_slice()));
@@ -1013,19 +1016,7 @@ mod tests {
     fn an_image_read_as_it_arrives_is_the_image_read_whole_in_any_chunks() {
         let l = layout("e");
         let record = vec![b'y'; 150_000];
-        let keys: Vec<String> = (0..20)
-            .map(|i| l.resource_key(&format!("x.r{i:02}")))
-            .collect();
-        let v = Version::new("\"v\"");
-        let entries = keys.iter().map(|k| ImageEntry {
-            rank: None,
-            key: k,
-            version: &v,
-            digest: "d",
-            bytes: &record,
-            log: None,
-        });
-        let stored = Image::encode(&l, "run", None, entries);
+        let stored = alike(&l, 20, &record);
         let whole = Image::decode(&l, stored.clone()).unwrap();
         let text = whole.bytes().to_vec();
         // In blocks, in one block (an earlier writer's) and as its text, cut anywhere.

@@ -29,6 +29,27 @@ impl StoreConfig for S3Settings {
     }
 }
 
+impl S3Store {
+    /// GetObject of `key`'s current version: its answer, its body still to come; none when absent.
+    async fn get_object(
+        &self,
+        key: &str,
+    ) -> Result<Option<aws_sdk_s3::operation::get_object::GetObjectOutput>, StoreError> {
+        match self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+        {
+            Ok(out) => Ok(Some(out)),
+            Err(e) if absent(&e) => Ok(None),
+            Err(e) => Err(self.fail("get", key, e)),
+        }
+    }
+}
+
 #[async_trait]
 impl RecordStore for S3Store {
     fn describe(&self) -> String {
@@ -40,33 +61,15 @@ impl RecordStore for S3Store {
     }
 
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-        let out = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(e) if absent(&e) => return Ok(None),
-            Err(e) => return Err(self.fail("get", key, e)),
-        };
-        self.stored("get", key, out).await.map(Some)
+        match self.get_object(key).await? {
+            Some(out) => self.stored("get", key, out).await.map(Some),
+            None => Ok(None),
+        }
     }
 
     async fn get_streamed(&self, key: &str) -> Result<Option<Streamed>, StoreError> {
-        let out = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(e) if absent(&e) => return Ok(None),
-            Err(e) => return Err(self.fail("get", key, e)),
+        let Some(out) = self.get_object(key).await? else {
+            return Ok(None);
         };
         let version = Version {
             token: out.e_tag.clone().unwrap_or_default(),
