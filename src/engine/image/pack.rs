@@ -1,5 +1,5 @@
-//! How an image's text is stored: in LZ4 blocks (`v4-lz4`), each unpacked, and its entries
-//! found, on a core of its own; one block (`v3-lz4`, an earlier writer's) is still read.
+//! How an image's text is stored: in LZ4 blocks (`v4-lz4`), each unpacked and its entries'
+//! heads read on a worker as its bytes arrive; one block (`v3-lz4`, an earlier writer's) is still read.
 //!
 //! `choudoufu-live/image/v4-lz4\n{"text_bytes":N,"blocks":[{"text":T,"packed":P,"crc32":C},…]}\n`
 //! then each block's bytes in order. The first block is the text's two head lines (its format
@@ -189,11 +189,14 @@ fn packing_of(head: &[u8]) -> Result<Blocks, ImageError> {
     if texts != Some(packing.text_bytes)
         || packing.blocks.iter().any(|b| b.packed > MAX_IMAGE_BYTES)
     {
-        return Err(ImageError::Format(
-            "its blocks do not add up to its text and its bytes".into(),
-        ));
+        return Err(not_adding_up());
     }
     Ok(packing)
+}
+
+/// Blocks whose lengths are not the text's, or not the bytes that came.
+fn not_adding_up() -> ImageError {
+    ImageError::Format("its blocks do not add up to its text and its bytes".into())
 }
 
 /// Hand each block of `packing` to the workers as its bytes are in (`pending` holds those
@@ -205,7 +208,6 @@ fn feed<'t, E>(
     next: &mut impl FnMut() -> Option<Result<Vec<u8>, E>>,
     jobs: &std::sync::mpsc::Sender<Job<'t>>,
 ) -> Result<Result<(), ImageError>, E> {
-    let short = || ImageError::Format("its blocks do not add up to its text and its bytes".into());
     // `pending[from..]` is what has come and is in no block yet.
     let (mut rest, mut at, mut from) = (text, 0, 0);
     for (index, head) in packing.blocks.iter().enumerate() {
@@ -214,7 +216,7 @@ fn feed<'t, E>(
             from = 0;
             match next() {
                 Some(chunk) => pending.extend_from_slice(&chunk?),
-                None => return Ok(Err(short())),
+                None => return Ok(Err(not_adding_up())),
             }
         }
         let (out, tail) = std::mem::take(&mut rest).split_at_mut(head.text);
@@ -236,11 +238,11 @@ fn feed<'t, E>(
     }
     // Nothing may follow the last block.
     if pending.len() > from {
-        return Ok(Err(short()));
+        return Ok(Err(not_adding_up()));
     }
     while let Some(chunk) = next() {
         if !chunk?.is_empty() {
-            return Ok(Err(short()));
+            return Ok(Err(not_adding_up()));
         }
     }
     Ok(Ok(()))
@@ -352,23 +354,17 @@ pub(super) fn pack(text: &[u8], body: usize, ends: &[usize]) -> Vec<u8> {
         cuts.push(text.len());
     }
     let ranges: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
-    let packed: Vec<Vec<u8>> = over_cores(&ranges, 4, |_, chunk| {
+    let compress = |chunk: &[(usize, usize)]| -> Vec<Vec<u8>> {
         chunk
             .iter()
             .map(|&(from, to)| lz4_flex::block::compress(&text[from..to]))
-            .collect::<Vec<_>>()
-    })
-    .into_iter()
-    .flat_map(|part| {
+            .collect()
+    };
+    let packed: Vec<Vec<u8>> = over_cores(&ranges, 4, |_, chunk| compress(chunk))
+        .into_iter()
         // A chunk whose thread panicked is packed here.
-        part.unwrap_or_else(|chunk| {
-            chunk
-                .iter()
-                .map(|&(from, to)| lz4_flex::block::compress(&text[from..to]))
-                .collect()
-        })
-    })
-    .collect();
+        .flat_map(|part| part.unwrap_or_else(compress))
+        .collect();
     let blocks = Blocks {
         text_bytes: text.len(),
         blocks: ranges
