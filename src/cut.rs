@@ -81,6 +81,8 @@ pub enum Mechanism {
     ImageVersion,
     /// Storing the estate image LZ4-compressed (cut: its text is stored as it is).
     ImagePack,
+    /// Handing over an S3 answer's bytes as they arrive (cut: the whole answer as one chunk).
+    ImageStream,
     /// Listing a short first page of the write log (cut: a full page of 1,000 entries).
     LogFirstPage,
     /// Serving a resource record an image describes without decoding it (cut: every image record is decoded as it is read).
@@ -196,6 +198,7 @@ impl Mechanism {
         Mechanism::ImageVersion,
         Mechanism::ImagePrior,
         Mechanism::ImagePack,
+        Mechanism::ImageStream,
         Mechanism::LogFirstPage,
         Mechanism::LazyRecords,
         Mechanism::ClockSkew,
@@ -285,6 +288,7 @@ impl Mechanism {
             Mechanism::ImageVersion => "image-version",
             Mechanism::ImagePrior => "image-prior",
             Mechanism::ImagePack => "image-pack",
+            Mechanism::ImageStream => "image-stream",
             Mechanism::LogFirstPage => "log-first-page",
             Mechanism::LazyRecords => "lazy-records",
             Mechanism::ClockSkew => "clock-skew",

@@ -68,6 +68,9 @@ impl RecordStore for S3Store {
     }
 
     async fn get_streamed(&self, key: &str) -> Result<Option<Streamed>, StoreError> {
+        if cut(Mechanism::ImageStream) {
+            return Ok(self.get(key).await?.map(Streamed::from));
+        }
         let Some(out) = self.get_object(key).await? else {
             return Ok(None);
         };
