@@ -81,12 +81,27 @@ impl Session {
             .pin
             .as_ref()
             .map(|pin| (pin.lineage.clone(), pin.serial));
-        let header = header_of(&self.layout, &view.snapshot, fixed);
-        view.served = Some((header.lineage.clone(), header.serial));
-        document(
-            &header,
-            view.snapshot.records.values().filter_map(|e| e.part()),
-        )
+        let (layout, snapshot) = (&self.layout, &view.snapshot);
+        let parts = || snapshot.records.values().filter_map(|e| e.part());
+        // A large estate's header (a digest of every record's version) is made on a core of
+        // its own while the parts are gathered.
+        let (header, gathered) = if snapshot.records.len() < SPLIT_INSTANCES {
+            (header_of(layout, snapshot, fixed), gather(parts()))
+        } else {
+            std::thread::scope(|scope| {
+                let fixed_there = fixed.clone();
+                let header = scope.spawn(move || header_of(layout, snapshot, fixed_there));
+                let gathered = gather(parts());
+                // Its thread died: it is made here instead.
+                let header = header
+                    .join()
+                    .unwrap_or_else(|_| header_of(layout, snapshot, fixed));
+                (header, gathered)
+            })
+        };
+        let text = write_document(&header, gathered);
+        view.served = Some((header.lineage, header.serial));
+        text
     }
 }
 
@@ -151,6 +166,17 @@ fn resource_order(a: &ResourceView<'_>, b: &ResourceView<'_>) -> std::cmp::Order
 /// the same content as [`crate::engine::state::assemble`], in terraform's resource order,
 /// written straight from borrowed parts, each instance kept as text copied as it is.
 pub fn document<'a>(header: &Header, parts: impl IntoIterator<Item = Part<'a>>) -> Vec<u8> {
+    write_document(header, gather(parts))
+}
+
+/// A document's parts, gathered: its resource instances in the order they came, its outputs by name.
+struct Gathered<'a> {
+    instances: Vec<(ResourceView<'a>, PartInstance<'a>)>,
+    outputs: BTreeMap<&'a str, &'a Value>,
+}
+
+/// Gather `parts` for [`write_document`].
+fn gather<'a>(parts: impl IntoIterator<Item = Part<'a>>) -> Gathered<'a> {
     let parts = parts.into_iter();
     // Gathered in a vector, not a map: a map would search its tree for each of thousands of
     // resources; sized by the parts' bound (a snapshot's records), not grown and copied.
@@ -165,6 +191,15 @@ pub fn document<'a>(header: &Header, parts: impl IntoIterator<Item = Part<'a>>) 
             }
         }
     }
+    Gathered { instances, outputs }
+}
+
+/// The document of `header` and the parts gathered.
+fn write_document(header: &Header, gathered: Gathered<'_>) -> Vec<u8> {
+    let Gathered {
+        mut instances,
+        outputs,
+    } = gathered;
     let size: usize = instances.iter().map(|(_, i)| i.size_hint() + 160).sum();
     let mut out = Vec::with_capacity(size + 256);
     out.extend_from_slice(b"{\"version\":4,\"terraform_version\":");
@@ -178,12 +213,95 @@ pub fn document<'a>(header: &Header, parts: impl IntoIterator<Item = Part<'a>>) 
     // Parts come in record key order, nearly always terraform's: written in one pass over
     // neighbours, sorted (stable: a resource's instances keep their order until they are
     // ranked) only when a pair is out of that order, and written again.
-    if !write_resources(&mut out, &mut instances) {
+    if !write_resources_split(&mut out, &mut instances) {
         instances.sort_by(|a, b| resource_order(&a.0, &b.0));
-        write_resources(&mut out, &mut instances);
+        write_resources_split(&mut out, &mut instances);
     }
     out.extend_from_slice(b"],\"check_results\":null}\n");
     out
+}
+
+/// Instances below which a document is written on one thread.
+const SPLIT_INSTANCES: usize = 4096;
+
+/// [`write_resources`], in pieces cut at resource boundaries and written over the machine's
+/// cores (at most 8), then joined in order; the same bytes and the same answer.
+fn write_resources_split(
+    out: &mut Vec<u8>,
+    instances: &mut [(ResourceView<'_>, PartInstance<'_>)],
+) -> bool {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(8);
+    if threads < 2 || instances.len() < SPLIT_INSTANCES {
+        return write_resources(out, instances);
+    }
+    // Each cut at the first resource boundary past its share; two neighbours across a cut must
+    // be in order, as write_resources checks those within a piece.
+    let mut cuts = vec![0];
+    for t in 1..threads {
+        let mut at = (instances.len() * t / threads).max(cuts[cuts.len() - 1] + 1);
+        while at < instances.len() && resource_order(&instances[at - 1].0, &instances[at].0).is_eq()
+        {
+            at += 1;
+        }
+        if at >= instances.len() {
+            break;
+        }
+        if resource_order(&instances[at - 1].0, &instances[at].0).is_gt() {
+            return false;
+        }
+        cuts.push(at);
+    }
+    cuts.push(instances.len());
+    let mark = out.len();
+    let mut pieces = Vec::with_capacity(cuts.len() - 1);
+    let mut rest = &mut *instances;
+    for pair in cuts.windows(2) {
+        let (piece, tail) = std::mem::take(&mut rest).split_at_mut(pair[1] - pair[0]);
+        pieces.push(piece);
+        rest = tail;
+    }
+    let mut pieces = pieces.into_iter();
+    let first = pieces.next().unwrap_or_default();
+    // None when a piece's thread panicked.
+    let joined = std::thread::scope(|scope| {
+        let handles: Vec<_> = pieces
+            .map(|piece| {
+                scope.spawn(move || {
+                    let hint = piece.iter().map(|(_, i)| i.size_hint() + 160).sum();
+                    let mut text = Vec::with_capacity(hint);
+                    let ok = write_resources(&mut text, piece);
+                    (ok, text)
+                })
+            })
+            .collect();
+        let mut ok = write_resources(out, first);
+        let mut joined = Some(());
+        for handle in handles {
+            match handle.join() {
+                Ok((true, text)) if ok => {
+                    out.push(b',');
+                    out.extend_from_slice(&text);
+                }
+                Ok(_) => ok = false,
+                Err(_) => joined = None,
+            }
+        }
+        joined.map(|()| ok)
+    });
+    match joined {
+        Some(true) => true,
+        Some(false) => {
+            out.truncate(mark);
+            false
+        }
+        // A piece's thread died: the whole is written here instead.
+        None => {
+            out.truncate(mark);
+            write_resources(out, instances)
+        }
+    }
 }
 
 /// Write `instances` to `out` as resources, each with its instances ranked, when they are in
@@ -272,6 +390,53 @@ mod tests {
             serial: 9,
             terraform_version: "1.2.3".into(),
         };
+        let mut reversed = split.items.clone();
+        reversed.reverse();
+        let ours: Value =
+            serde_json::from_slice(&document(&header, reversed.iter().map(Part::of_item))).unwrap();
+        assert_eq!(ours, state::assemble(&header, &split.items));
+    }
+
+    #[test]
+    fn a_large_document_is_written_in_pieces_as_in_one() {
+        // Resources of one to three instances, so cuts fall inside resources and move on.
+        let mut resources = Vec::new();
+        for r in 0..(SPLIT_INSTANCES + 500) {
+            let instances: Vec<String> = (0..(r % 3 + 1))
+                .map(|i| format!(r#"{{"index_key":{i},"attributes":{{"n":{r}}}}}"#))
+                .collect();
+            resources.push(format!(
+                r#"{{"mode":"managed","type":"t","name":"n{r:06}","each":"list","provider":"p","instances":[{}]}}"#,
+                instances.join(",")
+            ));
+        }
+        let doc = format!(
+            r#"{{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"l","outputs":{{}},"resources":[{}]}}"#,
+            resources.join(",")
+        );
+        let split = state::parse(doc.as_bytes()).unwrap();
+        let header = Header {
+            lineage: "l".into(),
+            serial: 9,
+            terraform_version: "1.2.3".into(),
+        };
+        let gathered = || gather(split.items.iter().map(Part::of_item)).instances;
+        let (mut one, mut pieces) = (Vec::new(), Vec::new());
+        assert!(write_resources(&mut one, &mut gathered()));
+        assert!(write_resources_split(&mut pieces, &mut gathered()));
+        assert_eq!(pieces, one);
+        // Out of order across a cut, or within a piece: refused, nothing written.
+        let mut swapped = gathered();
+        let n = swapped.len();
+        swapped.swap(n / 2 - 10, n / 2 + 10);
+        let mut refused = b"x".to_vec();
+        assert!(!write_resources_split(&mut refused, &mut swapped));
+        assert_eq!(refused, b"x");
+        let mut late = gathered();
+        late.swap(n - 40, n - 1);
+        assert!(!write_resources_split(&mut refused, &mut late));
+        assert_eq!(refused, b"x");
+        // In any order given, the document holds what state::assemble does.
         let mut reversed = split.items.clone();
         reversed.reverse();
         let ours: Value =
