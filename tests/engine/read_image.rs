@@ -929,6 +929,35 @@ async fn a_warm_read_uses_the_roots_copy_of_the_image() {
     assert_eq!(read.stats.from_image, 1203);
 }
 
+/// An image past the size decoded where the read is (4,096 entries) is decoded over the cores,
+/// warm while the log's page is in flight, cold after its GET: the same records as a plain read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_image_is_read_whole_warm_and_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: DynStore = Arc::new(LocalStore::new(dir.path().join("records")));
+    let l = layout("large");
+    seed(&store, &l, 4200, "a").await;
+    let cache = ReadCache::new(dir.path().join("cache"));
+    Session::new(store.clone(), l.clone(), run())
+        .with_cache(Some(cache.clone()))
+        .refresh()
+        .await
+        .unwrap();
+    let plain = plain_read(&store, &l).await;
+    for warm in [true, false] {
+        let sources = Sources {
+            cache: warm.then_some(&cache),
+            ..Sources::default()
+        };
+        let read = read_estate(&store, &l, PARALLEL, "t", sources)
+            .await
+            .unwrap();
+        assert_eq!(read.stats.image_fetched, !warm, "{:?}", read.stats);
+        assert_eq!((read.stats.from_image, read.stats.fetched), (4203, 0));
+        assert_eq!(as_plain(&read.snapshot), plain);
+    }
+}
+
 /// A run that changes one record and reads again (as `run` does after its writes) takes every
 /// record from its own last read, and those the image holds at their version are not outside
 /// it: the image is not rewritten for one change.

@@ -717,6 +717,7 @@ async fn read_through_log(
             None => page.as_mut().await,
         }
     };
+    let mut decoding = None;
     let (image, fetched, page) = match &held {
         Held::Unknown => {
             let ((got, version), page) = tokio::join!(fetch_image(store, layout), answer);
@@ -731,7 +732,11 @@ async fn read_through_log(
                 held,
             });
         }
-        Held::Image(image) => (Some(Arc::clone(image)), None, answer.await),
+        Held::Image(image) => {
+            // Decoded while the log's page is still to come: a read takes nearly every entry.
+            decoding = Some(start_decoding(layout, image));
+            (Some(Arc::clone(image)), None, answer.await)
+        }
     };
     let full = |fetched: Option<Fetched>, compact: bool, why: &str| {
         tracing::debug!(why, "reading the estate by its full listing");
@@ -852,20 +857,6 @@ async fn read_through_log(
         );
     }
     let mut got: Vec<Got> = Vec::with_capacity(image.len() + to_fetch);
-    let mut from_image = Vec::with_capacity(image.len());
-    for (index, e) in image.entries().enumerate() {
-        let Some(kind) = layout.classify(e.key) else {
-            continue;
-        };
-        match picks.get(e.key) {
-            None | Some(Pick::Image) => from_image.push(FromImage {
-                key: e.key.to_string(),
-                kind,
-                index,
-            }),
-            Some(_) => {}
-        }
-    }
     let mut fetch: Vec<(String, KeyKind)> = Vec::new();
     for (key, p) in &mut picks {
         let Some(kind) = layout.classify(key) else {
@@ -886,9 +877,12 @@ async fn read_through_log(
             Pick::Image | Pick::Gone => {}
         }
     }
-    for (FromImage { key, kind, .. }, item) in
-        decode_entries_blocking(layout, &image, from_image).await
-    {
+    let decoding = decoding.unwrap_or_else(|| start_decoding(layout, &image));
+    for (FromImage { key, kind, .. }, item) in decoded(decoding, layout, &image).await {
+        // A record the log names is taken from where its pick says.
+        if !matches!(picks.get(key.as_str()), None | Some(Pick::Image)) {
+            continue;
+        }
         match item {
             Ok(item) => {
                 stats.from_image += 1;
@@ -1072,21 +1066,8 @@ async fn decode_entries_blocking(
 
 /// Every record an image holds, decoded as a read decodes them (the CPU part of a read, for `make bench`).
 pub fn snapshot_of_image(layout: &Layout, image: &Arc<Image>) -> Result<Snapshot, SessionError> {
-    let wanted: Vec<FromImage> = image
-        .entries()
-        .enumerate()
-        .filter_map(|(index, e)| {
-            let kind = layout.classify(e.key)?;
-            Some(FromImage {
-                key: e.key.to_string(),
-                kind,
-                index,
-            })
-        })
-        .collect();
-    let decoded = decode_entries(layout, image, &wanted);
-    let mut got = Vec::with_capacity(wanted.len());
-    for (FromImage { key, .. }, item) in wanted.into_iter().zip(decoded) {
+    let mut got = Vec::with_capacity(image.len());
+    for (FromImage { key, .. }, item) in decode_image(layout, image) {
         got.push(Got {
             key,
             item: item?,
@@ -1094,6 +1075,87 @@ pub fn snapshot_of_image(layout: &Layout, image: &Arc<Image>) -> Result<Snapshot
         });
     }
     Ok(snapshot_of(got))
+}
+
+/// Every state record `image` holds (its key, kind and slot) with its decoding, split over the
+/// machine's cores, in the image's order.
+fn decode_image(
+    layout: &Layout,
+    image: &Arc<Image>,
+) -> Vec<(FromImage, Result<Decoded, SessionError>)> {
+    let slots: Vec<usize> = (0..image.len()).collect();
+    let one = |index: usize, decode: bool| {
+        let e = image.entry_by_index(index)?;
+        let kind = layout.classify(e.key)?;
+        let item = if decode {
+            decode_entry(layout, &kind, image, index, e)
+        } else {
+            Err(unreadable(e.key, "decoding it from the image failed"))
+        };
+        let key = e.key.to_string();
+        Some((FromImage { key, kind, index }, item))
+    };
+    over_cores(&slots, DECODE_HERE, |_, chunk| {
+        chunk
+            .iter()
+            .filter_map(|&i| one(i, true))
+            .collect::<Vec<_>>()
+    })
+    .into_iter()
+    .flat_map(|part| {
+        // A chunk whose thread died: its records are fetched instead.
+        part.unwrap_or_else(|chunk| chunk.iter().filter_map(|&i| one(i, false)).collect())
+    })
+    .collect()
+}
+
+/// Entries below which an image's records are decoded on one thread, where the read is: a
+/// thread's start costs more than they take.
+const DECODE_HERE: usize = 4096;
+
+/// The decoding of every record an image holds ([`decode_image`]).
+enum Decoding {
+    /// Done where the read is (a small image).
+    Done(Vec<(FromImage, Result<Decoded, SessionError>)>),
+    /// Going on off the async threads, while the read waits for the write log.
+    Started(tokio::task::JoinHandle<Vec<(FromImage, Result<Decoded, SessionError>)>>),
+}
+
+/// Start decoding every record `image` holds.
+fn start_decoding(layout: &Layout, image: &Arc<Image>) -> Decoding {
+    if image.len() < DECODE_HERE {
+        return Decoding::Done(decode_image(layout, image));
+    }
+    let (layout, image) = (layout.clone(), Arc::clone(image));
+    Decoding::Started(tokio::task::spawn_blocking(move || {
+        decode_image(&layout, &image)
+    }))
+}
+
+/// What `decoding` of `image` gave; when its task died, each record it holds as not decoded
+/// (to be fetched).
+async fn decoded(
+    decoding: Decoding,
+    layout: &Layout,
+    image: &Image,
+) -> Vec<(FromImage, Result<Decoded, SessionError>)> {
+    let task = match decoding {
+        Decoding::Done(decoded) => return decoded,
+        Decoding::Started(task) => task,
+    };
+    match task.await {
+        Ok(decoded) => decoded,
+        Err(_) => image
+            .entries()
+            .enumerate()
+            .filter_map(|(index, e)| {
+                let kind = layout.classify(e.key)?;
+                let failed = unreadable(e.key, "decoding it from the image failed");
+                let key = e.key.to_string();
+                Some((FromImage { key, kind, index }, Err(failed)))
+            })
+            .collect(),
+    }
 }
 
 /// The bytes of a new image of every record read.
