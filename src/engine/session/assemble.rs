@@ -200,8 +200,7 @@ fn write_document(header: &Header, gathered: Gathered<'_>) -> Vec<u8> {
         mut instances,
         outputs,
     } = gathered;
-    let size: usize = instances.iter().map(|(_, i)| i.size_hint() + 160).sum();
-    let mut out = Vec::with_capacity(size + 256);
+    let mut out = Vec::with_capacity(text_bound(&instances) + 256);
     out.extend_from_slice(b"{\"version\":4,\"terraform_version\":");
     write_str(&mut out, &header.terraform_version);
     out.extend_from_slice(format!(",\"serial\":{},\"lineage\":", header.serial).as_bytes());
@@ -219,6 +218,11 @@ fn write_document(header: &Header, gathered: Gathered<'_>) -> Vec<u8> {
     }
     out.extend_from_slice(b"],\"check_results\":null}\n");
     out
+}
+
+/// About how many bytes `instances` take as resources (each with its resource's fields).
+fn text_bound(instances: &[(ResourceView<'_>, PartInstance<'_>)]) -> usize {
+    instances.iter().map(|(_, i)| i.size_hint() + 160).sum()
 }
 
 /// Instances below which a document is written on one thread.
@@ -269,8 +273,7 @@ fn write_resources_split(
         let handles: Vec<_> = pieces
             .map(|piece| {
                 scope.spawn(move || {
-                    let hint = piece.iter().map(|(_, i)| i.size_hint() + 160).sum();
-                    let mut text = Vec::with_capacity(hint);
+                    let mut text = Vec::with_capacity(text_bound(piece));
                     let ok = write_resources(&mut text, piece);
                     (ok, text)
                 })

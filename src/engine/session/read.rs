@@ -1084,29 +1084,42 @@ fn decode_image(
     image: &Arc<Image>,
 ) -> Vec<(FromImage, Result<Decoded, SessionError>)> {
     let slots: Vec<usize> = (0..image.len()).collect();
-    let one = |index: usize, decode: bool| {
-        let e = image.entry_by_index(index)?;
-        let kind = layout.classify(e.key)?;
-        let item = if decode {
-            decode_entry(layout, &kind, image, index, e)
-        } else {
-            Err(unreadable(e.key, "decoding it from the image failed"))
-        };
-        let key = e.key.to_string();
-        Some((FromImage { key, kind, index }, item))
-    };
     over_cores(&slots, DECODE_HERE, |_, chunk| {
         chunk
             .iter()
-            .filter_map(|&i| one(i, true))
+            .filter_map(|&i| image_record(layout, image, i, true))
             .collect::<Vec<_>>()
     })
     .into_iter()
     .flat_map(|part| {
         // A chunk whose thread died: its records are fetched instead.
-        part.unwrap_or_else(|chunk| chunk.iter().filter_map(|&i| one(i, false)).collect())
+        part.unwrap_or_else(|chunk| {
+            chunk
+                .iter()
+                .filter_map(|&i| image_record(layout, image, i, false))
+                .collect()
+        })
     })
     .collect()
+}
+
+/// The state record in slot `index` of `image` with its decoding (when `decode`; else as not
+/// decoded, to be fetched); none when the slot holds no state record.
+fn image_record(
+    layout: &Layout,
+    image: &Arc<Image>,
+    index: usize,
+    decode: bool,
+) -> Option<(FromImage, Result<Decoded, SessionError>)> {
+    let e = image.entry_by_index(index)?;
+    let kind = layout.classify(e.key)?;
+    let item = if decode {
+        decode_entry(layout, &kind, image, index, e)
+    } else {
+        Err(unreadable(e.key, "decoding it from the image failed"))
+    };
+    let key = e.key.to_string();
+    Some((FromImage { key, kind, index }, item))
 }
 
 /// Entries below which an image's records are decoded on one thread, where the read is: a
@@ -1137,7 +1150,7 @@ fn start_decoding(layout: &Layout, image: &Arc<Image>) -> Decoding {
 async fn decoded(
     decoding: Decoding,
     layout: &Layout,
-    image: &Image,
+    image: &Arc<Image>,
 ) -> Vec<(FromImage, Result<Decoded, SessionError>)> {
     let task = match decoding {
         Decoding::Done(decoded) => return decoded,
@@ -1145,15 +1158,8 @@ async fn decoded(
     };
     match task.await {
         Ok(decoded) => decoded,
-        Err(_) => image
-            .entries()
-            .enumerate()
-            .filter_map(|(index, e)| {
-                let kind = layout.classify(e.key)?;
-                let failed = unreadable(e.key, "decoding it from the image failed");
-                let key = e.key.to_string();
-                Some((FromImage { key, kind, index }, Err(failed)))
-            })
+        Err(_) => (0..image.len())
+            .filter_map(|i| image_record(layout, image, i, false))
             .collect(),
     }
 }
