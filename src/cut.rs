@@ -169,6 +169,16 @@ pub enum Mechanism {
     MarkerStrip,
     /// The collision check listing IAM roles once for all of a plan's role creates (cut: once per create).
     IamOnce,
+    /// The provider door matching an apply call to its planned change exactly (an unknown is not a null; a call fitting changes that differ takes none).
+    ExactMatch,
+    /// The marker strip giving back a `tags` that was null as null.
+    NullTags,
+    /// `run` never binding a marked object a record holds under another address, and putting its marker right.
+    BindGuard,
+    /// `run` putting right, after each apply, a marker that names another address than the record holding its object.
+    ReMark,
+    /// `run` binding a marked object whose create never returned as tainted, so the next apply replaces it.
+    BindTainted,
 }
 
 impl Mechanism {
@@ -250,6 +260,11 @@ impl Mechanism {
         Mechanism::MarkersOff,
         Mechanism::MarkerStrip,
         Mechanism::IamOnce,
+        Mechanism::ExactMatch,
+        Mechanism::NullTags,
+        Mechanism::BindGuard,
+        Mechanism::ReMark,
+        Mechanism::BindTainted,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -331,6 +346,11 @@ impl Mechanism {
             Mechanism::MarkersOff => "markers-off",
             Mechanism::MarkerStrip => "marker-strip",
             Mechanism::IamOnce => "iam-once",
+            Mechanism::ExactMatch => "exact-match",
+            Mechanism::NullTags => "null-tags",
+            Mechanism::BindGuard => "bind-guard",
+            Mechanism::ReMark => "re-mark",
+            Mechanism::BindTainted => "bind-tainted",
         }
     }
 

@@ -2,16 +2,20 @@
 //!
 //! The provider door sees each `ApplyResourceChange` as a type name, a prior state and a
 //! planned state; only the plan knows the instance address. [`Ledger`] holds the plan's
-//! changes (`show -json`'s `resource_changes`) and hands each call the first change still
-//! open that it fits: an update or a delete whose `before` equals the prior state, a create
-//! whose every known `after` value agrees with the planned state. Two instances the plan
-//! cannot tell apart (`count` with nothing that differs) may swap addresses.
+//! changes (`show -json`'s `resource_changes`) and hands each call the one change still open
+//! that it fits: an update or a delete whose `before` equals the prior state, a create whose
+//! every value the plan knew (`after`, less what `after_unknown` names) is the same known value
+//! in the call's planned state. A null is not an unknown: a value the plan knew as null must be
+//! null in the call. Only instances whose planned changes are identical (`count` with nothing
+//! that differs) may take either address; a call that fits two changes that differ is
+//! [`Unmatched::Ambiguous`], and is neither marked nor recorded at its return.
 
 use std::sync::Mutex;
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
+use crate::cut::{Mechanism, cut};
 use crate::engine::address::{IndexKey, instance_address};
 use crate::engine::state::ResourceMeta;
 
@@ -55,10 +59,26 @@ pub struct Planned {
     pub before: Value,
     /// The plan's `after` (unknown values left out or null).
     pub after: Value,
+    /// The plan's `after_unknown`: `true` where a value is known only after the apply.
+    pub after_unknown: Value,
     /// The plan's `after_sensitive`: `true` where a value is sensitive.
     pub after_sensitive: Value,
     /// Whether the resource has provisioners that run at create time.
     pub provisioned: bool,
+}
+
+/// Why a provider call was handed no planned change.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Unmatched {
+    /// The call has neither a prior nor a planned state.
+    #[error("the call has neither a prior state nor a planned state")]
+    NoAction,
+    /// No open change of its provider, type and action fits it.
+    #[error("it fits no open planned change")]
+    NoFit,
+    /// It fits two or more open changes that differ: which address it is for is not known.
+    #[error("it fits {} planned changes that differ ({}), so which one it is for is not known", .0.len(), .0.join(", "))]
+    Ambiguous(Vec<String>),
 }
 
 /// The plan's changes not yet matched to a provider call.
@@ -122,26 +142,52 @@ impl Ledger {
         self.open.lock().map(|o| o.len()).unwrap_or(0)
     }
 
-    /// The first open change of a resource of `type_name` from `provider` that a call with `prior` and `planned` fits; it is no longer open.
+    /// The one open change of a resource of `type_name` from `provider` that a call with `prior` and `planned` (unknown where `planned_unknown` says) fits; it is no longer open.
+    ///
+    /// Twins (open changes whose plans are identical) may take either one's call; a call
+    /// that fits changes that differ takes none.
     pub fn take(
         &self,
         provider: &str,
         type_name: &str,
         prior: &Value,
         planned: &Value,
-    ) -> Option<Planned> {
-        let action = Action::of_call(prior, planned)?;
-        let mut open = self.open.lock().ok()?;
-        let at = open.iter().position(|p| {
-            p.provider == provider
-                && p.meta.type_name == type_name
-                && p.action == action
-                && match action {
-                    Action::Update | Action::Delete => same(&p.before, prior),
-                    Action::Create => agrees(&p.after, planned),
-                }
-        })?;
-        Some(open.remove(at))
+        planned_unknown: &Value,
+    ) -> Result<Planned, Unmatched> {
+        let action = Action::of_call(prior, planned).ok_or(Unmatched::NoAction)?;
+        let mut open = self.open.lock().map_err(|_| Unmatched::NoFit)?;
+        let fitting: Vec<usize> = open
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.provider == provider
+                    && p.meta.type_name == type_name
+                    && p.action == action
+                    && match action {
+                        Action::Update | Action::Delete => same(&p.before, prior),
+                        Action::Create if cut(Mechanism::ExactMatch) => loose(&p.after, planned),
+                        Action::Create => {
+                            fits(&p.after, &p.after_unknown, planned, planned_unknown)
+                        }
+                    }
+            })
+            .map(|(at, _)| at)
+            .collect();
+        let Some(&first) = fitting.first() else {
+            return Err(Unmatched::NoFit);
+        };
+        let twins = fitting.iter().all(|&at| {
+            let (a, b) = (&open[at], &open[first]);
+            same(&a.before, &b.before)
+                && same(&a.after, &b.after)
+                && same(&a.after_unknown, &b.after_unknown)
+        });
+        if !twins && !cut(Mechanism::ExactMatch) {
+            return Err(Unmatched::Ambiguous(
+                fitting.iter().map(|&at| open[at].address.clone()).collect(),
+            ));
+        }
+        Ok(open.remove(first))
     }
 }
 
@@ -185,6 +231,7 @@ fn planned_of(plan: &Value, rc: &Value) -> Option<Planned> {
         action: Action::Create,
         before: rc["change"]["before"].clone(),
         after: rc["change"]["after"].clone(),
+        after_unknown: rc["change"]["after_unknown"].clone(),
         after_sensitive: rc["change"]["after_sensitive"].clone(),
         provisioned,
     })
@@ -243,16 +290,46 @@ fn same(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Whether the planned state agrees with every known value of the plan's `after` (a null planned value, which an unknown decodes to, agrees with any).
-fn agrees(after: &Value, planned: &Value) -> bool {
+/// Whether a call's planned value (unknown where `planned_unknown` is `true`) is the plan's `after` (unknown where `after_unknown` is `true`): every value the plan knew is the same known value in the call, a null included.
+///
+/// A value unknown in the plan may be anything in the call (the apply may know it by then); a
+/// value the plan knew is never unknown in the call, as terraform holds a final plan to its plan.
+fn fits(after: &Value, after_unknown: &Value, planned: &Value, planned_unknown: &Value) -> bool {
+    if *after_unknown == Value::Bool(true) {
+        return true;
+    }
+    if *planned_unknown == Value::Bool(true) {
+        return false;
+    }
     match (after, planned) {
-        (_, Value::Null) => true,
-        (Value::Null, _) => true,
+        (Value::Object(a), Value::Object(p)) => a.keys().chain(p.keys()).all(|k| {
+            fits(
+                a.get(k).unwrap_or(&Value::Null),
+                &after_unknown[k.as_str()],
+                p.get(k).unwrap_or(&Value::Null),
+                &planned_unknown[k.as_str()],
+            )
+        }),
+        (Value::Array(a), Value::Array(p)) => {
+            a.len() == p.len()
+                && a.iter()
+                    .zip(p)
+                    .enumerate()
+                    .all(|(i, (v, w))| fits(v, &after_unknown[i], w, &planned_unknown[i]))
+        }
+        _ => same(after, planned),
+    }
+}
+
+/// The match before exact matching, kept only for `make prove-claims` to cut back to: a null on either side agrees with anything.
+fn loose(after: &Value, planned: &Value) -> bool {
+    match (after, planned) {
+        (_, Value::Null) | (Value::Null, _) => true,
         (Value::Object(a), Value::Object(p)) => a
             .iter()
-            .all(|(k, v)| p.get(k).map_or(v.is_null(), |w| agrees(v, w))),
+            .all(|(k, v)| p.get(k).map_or(v.is_null(), |w| loose(v, w))),
         (Value::Array(a), Value::Array(p)) => {
-            a.len() == p.len() && a.iter().zip(p).all(|(v, w)| agrees(v, w))
+            a.len() == p.len() && a.iter().zip(p).all(|(v, w)| loose(v, w))
         }
         _ => same(after, planned),
     }
@@ -356,37 +433,41 @@ mod tests {
         })
     }
 
+    const P: &str = "example.com/x/t";
+
+    /// A create call's planned state: `unknown` names the attributes left unknown.
+    fn take(ledger: &Ledger, planned: Value, unknown: Value) -> Result<Planned, Unmatched> {
+        ledger.take(P, "t_thing", &Value::Null, &planned, &unknown)
+    }
+
     #[test]
     fn each_call_finds_its_change() {
         let ledger = Ledger::from_plan(&plan());
         assert_eq!(ledger.open(), 6);
-        let p = "example.com/x/t";
+        let known = json!({});
         // Another provider, or a call that agrees with nothing, takes nothing.
-        assert!(
+        assert_eq!(
             ledger
-                .take("other/x/t", "t_thing", &Value::Null, &json!({"name": "a"}))
-                .is_none()
+                .take(
+                    "other/x/t",
+                    "t_thing",
+                    &Value::Null,
+                    &json!({"name": "a", "id": null}),
+                    &known
+                )
+                .unwrap_err(),
+            Unmatched::NoFit
         );
-        assert!(
-            ledger
-                .take(p, "t_thing", &Value::Null, &json!({"name": "zz"}))
-                .is_none()
+        assert_eq!(
+            take(&ledger, json!({"name": "zz"}), json!({})).unwrap_err(),
+            Unmatched::NoFit
         );
-        let a = ledger
-            .take(
-                p,
-                "t_thing",
-                &Value::Null,
-                &json!({"name": "a", "id": null}),
-            )
-            .unwrap();
+        let a = take(&ledger, json!({"name": "a", "id": null}), json!({})).unwrap();
         assert_eq!(a.address, "t_thing.a");
         assert_eq!(a.meta.provider, "provider[\"example.com/x/t\"].east");
         assert!(a.provisioned);
         // Twins go by plan order.
-        let b = ledger
-            .take(p, "t_thing", &Value::Null, &json!({"name": "b"}))
-            .unwrap();
+        let b = take(&ledger, json!({"name": "b"}), json!({})).unwrap();
         assert_eq!(
             (b.address.as_str(), b.meta.each.as_deref(), &b.index_key),
             ("t_thing.b[0]", None, &json!(0))
@@ -394,10 +475,11 @@ mod tests {
         // An update by its prior state, numbers by value.
         let c = ledger
             .take(
-                p,
+                P,
                 "t_thing",
                 &json!({"name": "c", "id": "1", "n": 1.0}),
                 &json!({"name": "c2"}),
+                &known,
             )
             .unwrap();
         assert_eq!(
@@ -406,39 +488,133 @@ mod tests {
         );
         // A destroy-first replacement: the delete, then the create.
         let d = ledger
-            .take(p, "t_thing", &json!({"name": "d", "id": "2"}), &Value::Null)
+            .take(
+                P,
+                "t_thing",
+                &json!({"name": "d", "id": "2"}),
+                &Value::Null,
+                &known,
+            )
             .unwrap();
         assert_eq!(
             (d.address.as_str(), d.action),
             ("t_thing.d", Action::Delete)
         );
-        let d2 = ledger
-            .take(p, "t_thing", &Value::Null, &json!({"name": "d2"}))
-            .unwrap();
+        let d2 = take(&ledger, json!({"name": "d2"}), json!({})).unwrap();
         assert_eq!(
             (d2.address.as_str(), d2.action),
             ("t_thing.d", Action::Create)
         );
         // create_before_destroy is not recorded at return.
         assert_eq!(ledger.open(), 1);
-        assert!(
-            ledger
-                .take(p, "t_thing", &Value::Null, &json!({"name": "e2"}))
-                .is_none()
+        assert_eq!(
+            take(&ledger, json!({"name": "e2"}), json!({})).unwrap_err(),
+            Unmatched::NoFit
         );
+    }
+
+    /// A plan of two buckets of one type created together: one named, one by prefix (the swap).
+    fn buckets() -> Value {
+        let create = |name: &str, after: Value, unknown: Value| {
+            json!({
+                "address": format!("t_thing.{name}"), "mode": "managed", "type": "t_thing",
+                "name": name, "provider_name": P,
+                "change": {"actions": ["create"], "before": null, "after": after,
+                           "after_unknown": unknown, "after_sensitive": {}}
+            })
+        };
+        json!({"resource_changes": [
+            create("prefixed", json!({"bucket_prefix": "trial-", "tags": null}),
+                   json!({"bucket": true, "id": true, "arn": true})),
+            create("named", json!({"bucket": "trial-data", "bucket_prefix": null, "tags": null}),
+                   json!({"id": true, "arn": true})),
+        ]})
+    }
+
+    #[test]
+    fn a_null_is_not_an_unknown_and_each_bucket_takes_its_own_change() {
+        // The named bucket's call: its name known, its prefix null. The prefixed bucket's
+        // change comes first, and a loose match (null agreeing with anything) took it.
+        let ledger = Ledger::from_plan(&buckets());
+        let named = take(
+            &ledger,
+            json!({"bucket": "trial-data", "bucket_prefix": null, "tags": null}),
+            json!({"id": true, "arn": true}),
+        )
+        .unwrap();
+        assert_eq!(named.address, "t_thing.named");
+        // The prefixed bucket's call: its name unknown, which the named change knew.
+        let prefixed = take(
+            &ledger,
+            json!({"bucket_prefix": "trial-", "tags": null}),
+            json!({"bucket": true, "id": true, "arn": true}),
+        )
+        .unwrap();
+        assert_eq!(prefixed.address, "t_thing.prefixed");
+        // A name known only at apply time is still the prefixed bucket's.
+        let ledger = Ledger::from_plan(&buckets());
+        let later = take(
+            &ledger,
+            json!({"bucket": "trial-123", "bucket_prefix": "trial-", "tags": null}),
+            json!({"id": true, "arn": true}),
+        )
+        .unwrap();
+        assert_eq!(later.address, "t_thing.prefixed");
+        // A value the plan knew as null is not an unknown in the call, nor another value.
+        let ledger = Ledger::from_plan(&buckets());
+        assert_eq!(
+            take(
+                &ledger,
+                json!({"bucket": "trial-data", "tags": null}),
+                json!({"bucket_prefix": true, "id": true, "arn": true}),
+            )
+            .unwrap_err(),
+            Unmatched::NoFit
+        );
+        assert_eq!(
+            take(
+                &ledger,
+                json!({"bucket": "trial-data", "bucket_prefix": null, "tags": {}}),
+                json!({"id": true, "arn": true}),
+            )
+            .unwrap_err(),
+            Unmatched::NoFit
+        );
+        assert_eq!(ledger.open(), 2);
+    }
+
+    #[test]
+    fn a_call_that_fits_changes_that_differ_takes_none() {
+        // Two changes that differ only where the plan did not know: a call that knows both fits both.
+        let create = |name: &str, after: Value, unknown: Value| {
+            json!({
+                "address": format!("t_thing.{name}"), "mode": "managed", "type": "t_thing",
+                "name": name, "provider_name": P,
+                "change": {"actions": ["create"], "before": null, "after": after,
+                           "after_unknown": unknown, "after_sensitive": {}}
+            })
+        };
+        let plan = json!({"resource_changes": [
+            create("x", json!({"name": "a"}), json!({"size": true})),
+            create("y", json!({"size": 1}), json!({"name": true})),
+        ]});
+        let ledger = Ledger::from_plan(&plan);
+        match take(&ledger, json!({"name": "a", "size": 1}), json!({})) {
+            Err(Unmatched::Ambiguous(both)) => assert_eq!(both, ["t_thing.x", "t_thing.y"]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(ledger.open(), 2, "an ambiguous call takes no change");
+        // Each call that only one fits still takes its own.
+        let x = take(&ledger, json!({"name": "a", "size": 7}), json!({})).unwrap();
+        assert_eq!(x.address, "t_thing.x");
+        let y = take(&ledger, json!({"name": "a", "size": 1}), json!({})).unwrap();
+        assert_eq!(y.address, "t_thing.y");
     }
 
     #[test]
     fn the_instance_object() {
         let ledger = Ledger::from_plan(&plan());
-        let a = ledger
-            .take(
-                "example.com/x/t",
-                "t_thing",
-                &Value::Null,
-                &json!({"name": "a"}),
-            )
-            .unwrap();
+        let a = take(&ledger, json!({"name": "a", "id": null}), json!({})).unwrap();
         let prior = json!({"dependencies": ["t_thing.z"]});
         let got = instance(&a, json!({"name": "a", "id": "9"}), b"pv", 2, Some(&prior));
         assert_eq!(

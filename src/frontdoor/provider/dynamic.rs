@@ -3,8 +3,10 @@
 //! No schema is needed for the values the door records: cty writes strings as msgpack
 //! strings, so a two-element array whose first element is binary is a dynamically typed
 //! value (its type's JSON, then the value), read as the value alone. An unknown value (the
-//! extension cty writes for it) reads as null. A number too large for an `i64` or `f64` is
-//! written by cty as a string and stays one here.
+//! extension cty writes for it) reads as null, or, through [`to_json_and_unknowns`], is left
+//! out and named in a mask of the shape of a plan's `after_unknown`, so a null and an unknown
+//! stay apart. A number too large for an `i64` or `f64` is written by cty as a string and stays
+//! one here.
 
 use thiserror::Error;
 
@@ -38,6 +40,64 @@ pub fn to_json(dv: Option<&DynamicValue>) -> Result<serde_json::Value, DynamicEr
         return Ok(serde_json::from_slice(&dv.json)?);
     }
     Ok(serde_json::Value::Null)
+}
+
+/// The value `dv` holds as a plan's `after` writes it (unknown attributes left out, unknown elements null), and where it is unknown as `after_unknown` writes it (`true` at each unknown value).
+pub fn to_json_and_unknowns(
+    dv: Option<&DynamicValue>,
+) -> Result<(serde_json::Value, serde_json::Value), DynamicError> {
+    use serde_json::Value as J;
+    let Some(dv) = dv else {
+        return Ok((J::Null, J::Bool(false)));
+    };
+    if !dv.msgpack.is_empty() {
+        let mut rest = dv.msgpack.as_slice();
+        let value = rmpv::decode::read_value(&mut rest)?;
+        return known_and_unknown(&value);
+    }
+    // JSON carries no unknowns.
+    Ok((to_json(Some(dv))?, J::Bool(false)))
+}
+
+/// The known part of `v` and its unknown mask (`false` where nothing is unknown).
+fn known_and_unknown(
+    v: &rmpv::Value,
+) -> Result<(serde_json::Value, serde_json::Value), DynamicError> {
+    use serde_json::Value as J;
+    Ok(match v {
+        rmpv::Value::Ext(..) => (J::Null, J::Bool(true)),
+        rmpv::Value::Array(items) => match items.as_slice() {
+            [rmpv::Value::Binary(_), value] => known_and_unknown(value)?,
+            _ => {
+                let mut known = Vec::with_capacity(items.len());
+                let mut mask = Vec::with_capacity(items.len());
+                for item in items {
+                    let (k, m) = known_and_unknown(item)?;
+                    known.push(k);
+                    mask.push(m);
+                }
+                (J::Array(known), J::Array(mask))
+            }
+        },
+        rmpv::Value::Map(entries) => {
+            let mut known = serde_json::Map::new();
+            let mut mask = serde_json::Map::new();
+            for (k, v) in entries {
+                let k = k.as_str().ok_or(DynamicError::Key)?;
+                let (value, unknown) = known_and_unknown(v)?;
+                if unknown == J::Bool(true) {
+                    mask.insert(k.to_string(), unknown);
+                    continue;
+                }
+                if unknown != J::Bool(false) {
+                    mask.insert(k.to_string(), unknown);
+                }
+                known.insert(k.to_string(), value);
+            }
+            (J::Object(known), J::Object(mask))
+        }
+        other => (convert(other)?, J::Bool(false)),
+    })
 }
 
 fn convert(v: &rmpv::Value) -> Result<serde_json::Value, DynamicError> {
@@ -112,6 +172,28 @@ mod tests {
             json!({"name": "a", "n": 3, "f": 1.5, "unknown": null, "dyn": "x", "tags": ["t", null]})
         );
         assert_eq!(to_json(None).unwrap(), json!(null));
+        // A null and an unknown stay apart: the unknown is left out and named in the mask.
+        assert_eq!(
+            to_json_and_unknowns(Some(&encode(&v))).unwrap(),
+            (
+                json!({"name": "a", "n": 3, "f": 1.5, "dyn": "x", "tags": ["t", null]}),
+                json!({"unknown": true, "tags": [false, false]})
+            )
+        );
+        let nested = M::Map(vec![
+            (M::from("tags"), M::Nil),
+            (
+                M::from("list"),
+                M::Array(vec![M::from("a"), M::Ext(12, vec![1])]),
+            ),
+        ]);
+        assert_eq!(
+            to_json_and_unknowns(Some(&encode(&nested))).unwrap(),
+            (
+                json!({"tags": null, "list": ["a", null]}),
+                json!({"list": [false, true]})
+            )
+        );
         let legacy = DynamicValue {
             msgpack: Vec::new(),
             json: br#"{"a":1}"#.to_vec(),

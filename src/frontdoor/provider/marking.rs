@@ -10,7 +10,8 @@
 //!   `tags` (and the config's), which the provider merges with `default_tags` for its create
 //!   call. The plan terraform holds never had them.
 //! - Its answer: the markers are taken out of `tags` and `tags_all` of the new state, should
-//!   the provider hand them back, so the new state agrees with terraform's plan.
+//!   the provider hand them back, so the new state agrees with terraform's plan. A `tags` that
+//!   was null before the markers joined it is null again, as the provider would have answered.
 
 use prost::Message;
 use rmpv::Value;
@@ -168,6 +169,20 @@ pub fn ignore_markers(config: &mut Value) -> Result<bool, MarkingError> {
     Ok(true)
 }
 
+/// What the door did to a create's planned `tags`, so its answer can be given back as the provider would have made it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Marked {
+    /// The markers joined a `tags` map the plan had.
+    Tags,
+    /// The plan's `tags` was null: the markers made it a map.
+    NullTags,
+}
+
+/// Whether an object's `tags` is null (it has a `tags` attribute, and no value in it).
+pub fn tags_null(object: &mut Value) -> bool {
+    entry(object, "tags").is_some_and(|t| t.is_nil())
+}
+
 /// Put `markers` into the `tags` of a planned object: false when it has no `tags` map to hold them (or they are there).
 pub fn mark(
     object: &mut Value,
@@ -201,14 +216,21 @@ pub fn mark(
     Ok(changed)
 }
 
-/// Take the markers out of an object's `tags` and `tags_all`: true when any was there.
-pub fn strip(object: &mut Value) -> Result<bool, MarkingError> {
+/// Take the markers out of an object's `tags` and `tags_all`: true when any was there. With `null_tags` (the plan's `tags` was null), a `tags` left empty is null again.
+pub fn strip(object: &mut Value, null_tags: bool) -> Result<bool, MarkingError> {
     let mut changed = false;
     for attribute in ["tags", "tags_all"] {
-        if let Some(Value::Map(tags)) = entry(object, attribute) {
+        let Some(slot) = entry(object, attribute) else {
+            continue;
+        };
+        if let Value::Map(tags) = slot {
             let before = tags.len();
             tags.retain(|(k, _)| !matches!(k.as_str(), Some(ESTATE_TAG | ADDRESS_TAG)));
             changed |= tags.len() != before;
+            if null_tags && attribute == "tags" && tags.is_empty() {
+                *slot = Value::Nil;
+                changed = true;
+            }
         }
     }
     Ok(changed)
@@ -284,12 +306,29 @@ mod tests {
         let mut own = map(vec![("tags", map(vec![("team", Value::from("db"))]))]);
         assert!(mark(&mut own, &m).unwrap());
         let mut answer = own.clone();
-        assert!(strip(&mut answer).unwrap());
+        assert!(strip(&mut answer, false).unwrap());
         assert_eq!(
             answer,
             map(vec![("tags", map(vec![("team", Value::from("db"))]))])
         );
-        assert!(!strip(&mut answer).unwrap());
+        assert!(!strip(&mut answer, false).unwrap());
+        // A plan whose tags were null gets null back, not an empty map; tags_all stays a map.
+        let mut null = map(vec![("tags", Value::Nil), ("tags_all", Value::Map(vec![]))]);
+        assert!(tags_null(&mut null));
+        assert!(mark(&mut null, &m).unwrap());
+        assert!(!tags_null(&mut null));
+        let mut answer = null.clone();
+        *entry(&mut answer, "tags_all").unwrap() = entry(&mut null, "tags").unwrap().clone();
+        assert!(strip(&mut answer, true).unwrap());
+        assert_eq!(
+            answer,
+            map(vec![("tags", Value::Nil), ("tags_all", Value::Map(vec![]))])
+        );
+        // A user's own empty map stays one.
+        let mut empty = map(vec![("tags", Value::Map(vec![]))]);
+        assert!(mark(&mut empty, &m).unwrap());
+        assert!(strip(&mut empty, false).unwrap());
+        assert_eq!(empty, map(vec![("tags", Value::Map(vec![]))]));
         let mut untagged = map(vec![("name", Value::from("x"))]);
         assert!(!mark(&mut untagged, &m).unwrap());
         let mut unknown = map(vec![("tags", Value::Ext(0, vec![]))]);

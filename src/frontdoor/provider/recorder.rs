@@ -21,7 +21,7 @@ use super::proto::tfplugin5::apply_resource_change::{Request, Response};
 use super::proto::tfplugin5::diagnostic::Severity;
 use super::schema_cache::SchemaCache;
 use crate::cut::{Mechanism, cut};
-use crate::engine::provider_return::{self, Action, Ledger, Planned};
+use crate::engine::provider_return::{self, Action, Ledger, Planned, Unmatched};
 use crate::engine::session::{Instant, Landed};
 use crate::frontdoor::http::Backend;
 
@@ -59,7 +59,7 @@ pub struct Outgoing {
 struct Call {
     type_name: String,
     planned: Planned,
-    marked: bool,
+    marked: Option<marking::Marked>,
 }
 
 impl Recorder {
@@ -90,27 +90,37 @@ impl Recorder {
                 return none;
             }
         };
-        let (prior, planned) = match (
+        let (prior, planned, planned_unknown) = match (
             dynamic::to_json(req.prior_state.as_ref()),
-            dynamic::to_json(req.planned_state.as_ref()),
+            dynamic::to_json_and_unknowns(req.planned_state.as_ref()),
         ) {
-            (Ok(p), Ok(q)) => (p, q),
+            (Ok(p), Ok((q, u))) => (p, q, u),
             (Err(e), _) | (_, Err(e)) => {
                 tracing::warn!(provider = %provider, type_name = %req.type_name, error = %e, "provider door: an apply call's values could not be read; terraform's own save records it");
                 return none;
             }
         };
-        let Some(planned) =
-            self.ledger
-                .take(&provider.to_string(), &req.type_name, &prior, &planned)
-        else {
-            tracing::warn!(provider = %provider, type_name = %req.type_name, "provider door: an apply call fits no planned change; terraform's own save records it");
-            return none;
+        let planned = match self.ledger.take(
+            &provider.to_string(),
+            &req.type_name,
+            &prior,
+            &planned,
+            &planned_unknown,
+        ) {
+            Ok(planned) => planned,
+            Err(why @ Unmatched::Ambiguous(_)) => {
+                tracing::warn!(provider = %provider, type_name = %req.type_name, "provider door: an apply call of {}: {why}; it goes without live markers, and terraform's own save records it", req.type_name);
+                return none;
+            }
+            Err(why) => {
+                tracing::warn!(provider = %provider, type_name = %req.type_name, "provider door: an apply call of {}: {why}; terraform's own save records it", req.type_name);
+                return none;
+            }
         };
         let mut call = Call {
             type_name: req.type_name.clone(),
             planned,
-            marked: false,
+            marked: None,
         };
         let mut rewritten = None;
         if let Some(marking) = &self.marking
@@ -119,17 +129,32 @@ impl Recorder {
             && !cut(Mechanism::CreateMarkers)
         {
             let markers = marking.markers(&call.planned.address);
+            // What the planned `tags` was before the markers joined it: the answer gets it back.
+            let tags_were = std::cell::Cell::new(None);
+            let mark_planned = |v: &mut rmpv::Value| {
+                let was_null = marking::tags_null(v);
+                let changed = marking::mark(v, &markers)?;
+                if changed {
+                    tags_were.set(Some(if was_null {
+                        marking::Marked::NullTags
+                    } else {
+                        marking::Marked::Tags
+                    }));
+                }
+                Ok(changed)
+            };
             let mark = |v: &mut rmpv::Value| marking::mark(v, &markers);
-            let marked = marking::rewrite_message(request, PLANNED_STATE, mark).and_then(|m| {
-                m.map(|planned| {
-                    marking::rewrite_message(&planned, CONFIG, mark)
-                        .map(|config| config.unwrap_or(planned))
-                })
-                .transpose()
-            });
+            let marked =
+                marking::rewrite_message(request, PLANNED_STATE, mark_planned).and_then(|m| {
+                    m.map(|planned| {
+                        marking::rewrite_message(&planned, CONFIG, mark)
+                            .map(|config| config.unwrap_or(planned))
+                    })
+                    .transpose()
+                });
             match marked {
                 Ok(Some(message)) => {
-                    call.marked = true;
+                    call.marked = Some(tags_were.get().unwrap_or(marking::Marked::Tags));
                     rewritten = Some(message);
                     tracing::info!(address = %call.planned.address, "provider door: the create carries its live markers");
                 }
@@ -156,8 +181,11 @@ impl Recorder {
     ) -> Option<Vec<u8>> {
         let call = outgoing.call?;
         let mut rewritten = None;
-        if call.marked && !cut(Mechanism::MarkerStrip) {
-            match marking::rewrite_message(answer, NEW_STATE, marking::strip) {
+        if let Some(was) = call.marked
+            && !cut(Mechanism::MarkerStrip)
+        {
+            let null_tags = was == marking::Marked::NullTags && !cut(Mechanism::NullTags);
+            match marking::rewrite_message(answer, NEW_STATE, |v| marking::strip(v, null_tags)) {
                 Ok(stripped) => {
                     if stripped.is_some() {
                         tracing::info!(address = %call.planned.address, "provider door: took the live markers out of the answer");
