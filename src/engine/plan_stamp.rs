@@ -368,6 +368,13 @@ fn collect_references(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
+/// Each resource of `plan`'s configuration (`show -json`) and the resources it depends on (its references and `depends_on`), by resource address without instance keys (`module.a.aws_vpc.v`).
+pub fn resource_dependencies(plan: &serde_json::Value) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out = BTreeMap::new();
+    config_dependencies(&plan["configuration"]["root_module"], "", &mut out);
+    out
+}
+
 /// Each configured resource's dependencies (its references and `depends_on`), by absolute resource address.
 fn config_dependencies(
     module: &serde_json::Value,

@@ -8,8 +8,11 @@
 //! in the call's planned state. A null is not an unknown: a value the plan knew as null must be
 //! null in the call. Only instances whose planned changes are identical (`count` with nothing
 //! that differs) may take either address; a call that fits two changes that differ is
-//! [`Unmatched::Ambiguous`], and is neither marked nor recorded at its return.
+//! [`Unmatched::Ambiguous`], and is neither marked nor recorded at its return. A change whose
+//! configuration refers to a resource with a create or update not yet returned cannot be in
+//! flight (terraform applies a dependency first), so it takes no call meanwhile.
 
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use base64::Engine as _;
@@ -17,6 +20,7 @@ use serde_json::{Map, Value, json};
 
 use crate::cut::{Mechanism, cut};
 use crate::engine::address::{IndexKey, instance_address};
+use crate::engine::plan_stamp::resource_dependencies;
 use crate::engine::state::ResourceMeta;
 
 /// What one provider apply call does to its instance.
@@ -65,6 +69,10 @@ pub struct Planned {
     pub after_sensitive: Value,
     /// Whether the resource has provisioners that run at create time.
     pub provisioned: bool,
+    /// Its resource's address in the configuration (module instance keys left out).
+    pub resource: String,
+    /// The resources (configuration addresses) its configuration refers to or `depends_on`.
+    pub depends_on: BTreeSet<String>,
 }
 
 /// Why a provider call was handed no planned change.
@@ -81,10 +89,29 @@ pub enum Unmatched {
     Ambiguous(Vec<String>),
 }
 
+/// The changes no call has taken yet, and the resources of creates and updates whose call went out and has not returned.
+#[derive(Debug, Default)]
+struct Open {
+    changes: Vec<Planned>,
+    in_flight: Vec<String>,
+}
+
+impl Open {
+    /// Whether a create or update of a resource `p` depends on is still to be applied or in flight.
+    fn waits(&self, p: &Planned) -> bool {
+        !p.depends_on.is_empty()
+            && (self.in_flight.iter().any(|r| p.depends_on.contains(r))
+                || self.changes.iter().any(|o| {
+                    matches!(o.action, Action::Create | Action::Update)
+                        && p.depends_on.contains(&o.resource)
+                }))
+    }
+}
+
 /// The plan's changes not yet matched to a provider call.
 #[derive(Debug, Default)]
 pub struct Ledger {
-    open: Mutex<Vec<Planned>>,
+    open: Mutex<Open>,
     terraform_version: Option<String>,
 }
 
@@ -96,6 +123,7 @@ impl Ledger {
     /// the door does not record).
     pub fn from_plan(plan: &Value) -> Ledger {
         let mut open = Vec::new();
+        let dependencies = resource_dependencies(plan);
         for rc in plan["resource_changes"].as_array().into_iter().flatten() {
             if rc["mode"] != "managed" {
                 continue;
@@ -113,9 +141,13 @@ impl Ledger {
                 ["delete", "create"] => &[Action::Delete, Action::Create],
                 _ => &[],
             };
-            let Some(base) = planned_of(plan, rc) else {
+            let Some(mut base) = planned_of(plan, rc) else {
                 continue;
             };
+            base.depends_on = dependencies
+                .get(&base.resource)
+                .map(|d| d.iter().filter(|r| **r != base.resource).cloned().collect())
+                .unwrap_or_default();
             for action in kinds {
                 open.push(Planned {
                     action: *action,
@@ -124,7 +156,10 @@ impl Ledger {
             }
         }
         Ledger {
-            open: Mutex::new(open),
+            open: Mutex::new(Open {
+                changes: open,
+                in_flight: Vec::new(),
+            }),
             terraform_version: plan["terraform_version"]
                 .as_str()
                 .filter(|v| !v.is_empty())
@@ -139,7 +174,7 @@ impl Ledger {
 
     /// How many changes are still open.
     pub fn open(&self) -> usize {
-        self.open.lock().map(|o| o.len()).unwrap_or(0)
+        self.open.lock().map(|o| o.changes.len()).unwrap_or(0)
     }
 
     /// The one open change of a resource of `type_name` from `provider` that a call with `prior` and `planned` (unknown where `planned_unknown` says) fits; it is no longer open.
@@ -155,14 +190,16 @@ impl Ledger {
         planned_unknown: &Value,
     ) -> Result<Planned, Unmatched> {
         let action = Action::of_call(prior, planned).ok_or(Unmatched::NoAction)?;
-        let mut open = self.open.lock().map_err(|_| Unmatched::NoFit)?;
-        let fitting: Vec<usize> = open
+        let mut held = self.open.lock().map_err(|_| Unmatched::NoFit)?;
+        let fitting: Vec<usize> = held
+            .changes
             .iter()
             .enumerate()
             .filter(|(_, p)| {
                 p.provider == provider
                     && p.meta.type_name == type_name
                     && p.action == action
+                    && (p.action == Action::Delete || cut(Mechanism::ExactMatch) || !held.waits(p))
                     && match action {
                         Action::Update | Action::Delete => same(&p.before, prior),
                         Action::Create if cut(Mechanism::ExactMatch) => loose(&p.after, planned),
@@ -176,6 +213,7 @@ impl Ledger {
         let Some(&first) = fitting.first() else {
             return Err(Unmatched::NoFit);
         };
+        let open = &held.changes;
         let twins = fitting.iter().all(|&at| {
             let (a, b) = (&open[at], &open[first]);
             same(&a.before, &b.before)
@@ -187,7 +225,20 @@ impl Ledger {
                 fitting.iter().map(|&at| open[at].address.clone()).collect(),
             ));
         }
-        Ok(open.remove(first))
+        let taken = held.changes.remove(first);
+        if matches!(taken.action, Action::Create | Action::Update) {
+            held.in_flight.push(taken.resource.clone());
+        }
+        Ok(taken)
+    }
+
+    /// The call `planned` was taken for has returned (whatever its answer): what depends on it may be in flight now.
+    pub fn returned(&self, planned: &Planned) {
+        if let Ok(mut held) = self.open.lock()
+            && let Some(at) = held.in_flight.iter().position(|r| *r == planned.resource)
+        {
+            held.in_flight.remove(at);
+        }
     }
 }
 
@@ -211,6 +262,7 @@ fn planned_of(plan: &Value, rc: &Value) -> Option<Planned> {
     }
     let config = resource_config(plan, module.as_deref(), &type_name, &name);
     let provider_config = provider_config_address(plan, config, &provider);
+    let resource = config_address(module.as_deref(), &type_name, &name);
     let provisioned = config.is_some_and(|c| {
         c["provisioners"]
             .as_array()
@@ -234,7 +286,29 @@ fn planned_of(plan: &Value, rc: &Value) -> Option<Planned> {
         after_unknown: rc["change"]["after_unknown"].clone(),
         after_sensitive: rc["change"]["after_sensitive"].clone(),
         provisioned,
+        resource,
+        depends_on: BTreeSet::new(),
     })
+}
+
+/// A resource's address in the configuration: its module path without instance keys (`module.a.module.b.TYPE.NAME`).
+fn config_address(module: Option<&str>, type_name: &str, name: &str) -> String {
+    let mut out = String::new();
+    for part in module
+        .unwrap_or("")
+        .split("module.")
+        .filter(|p| !p.is_empty())
+    {
+        let call = part.trim_end_matches('.');
+        let call = call.split('[').next().unwrap_or(call);
+        out.push_str("module.");
+        out.push_str(call);
+        out.push('.');
+    }
+    out.push_str(type_name);
+    out.push('.');
+    out.push_str(name);
+    out
 }
 
 /// The configuration block of the resource (`configuration` of the plan), if the plan holds it.
@@ -609,6 +683,73 @@ mod tests {
         assert_eq!(x.address, "t_thing.x");
         let y = take(&ledger, json!({"name": "a", "size": 1}), json!({})).unwrap();
         assert_eq!(y.address, "t_thing.y");
+    }
+
+    #[test]
+    fn a_change_waiting_on_a_dependency_takes_no_call() {
+        // One gateway attached to a VPC made in the same apply (its vpc_id unknown), one not
+        // (vpc_id null): the detached one's call fits both until the VPC's create returned.
+        let create = |ty: &str, name: &str, after: Value, unknown: Value| {
+            json!({
+                "address": format!("{ty}.{name}"), "mode": "managed", "type": ty,
+                "name": name, "provider_name": P,
+                "change": {"actions": ["create"], "before": null, "after": after,
+                           "after_unknown": unknown, "after_sensitive": {}}
+            })
+        };
+        let plan = json!({
+            "resource_changes": [
+                create("t_vpc", "v", json!({"cidr": "10.0.0.0/16"}), json!({"id": true})),
+                create("t_thing", "attached", json!({}), json!({"vpc_id": true, "id": true})),
+                create("t_thing", "detached", json!({"vpc_id": null}), json!({"id": true})),
+            ],
+            "configuration": {"root_module": {"resources": [
+                {"address": "t_thing.attached", "mode": "managed", "type": "t_thing", "name": "attached",
+                 "expressions": {"vpc_id": {"references": ["t_vpc.v.id", "t_vpc.v"]}}},
+                {"address": "t_thing.detached", "mode": "managed", "type": "t_thing", "name": "detached",
+                 "expressions": {"vpc_id": {"references": ["var.none"]}}},
+            ]}}
+        });
+        let vpc_call = |ledger: &Ledger| {
+            ledger
+                .take(
+                    P,
+                    "t_vpc",
+                    &Value::Null,
+                    &json!({"cidr": "10.0.0.0/16"}),
+                    &json!({"id": true}),
+                )
+                .unwrap()
+        };
+        // Before the VPC's call, and while it is in flight, only the detached gateway can be called.
+        let ledger = Ledger::from_plan(&plan);
+        let detached = json!({"vpc_id": null});
+        assert_eq!(
+            take(&ledger, detached.clone(), json!({"id": true}))
+                .unwrap()
+                .address,
+            "t_thing.detached"
+        );
+        let ledger = Ledger::from_plan(&plan);
+        let vpc = vpc_call(&ledger);
+        assert_eq!(
+            take(&ledger, detached.clone(), json!({"id": true}))
+                .unwrap()
+                .address,
+            "t_thing.detached"
+        );
+        // Once the VPC returned, the attached one's call takes its own change.
+        ledger.returned(&vpc);
+        let attached = take(&ledger, json!({"vpc_id": "vpc-1"}), json!({"id": true})).unwrap();
+        assert_eq!(attached.address, "t_thing.attached");
+        // Had the detached call come after the VPC returned, it would fit both: ambiguous.
+        let ledger = Ledger::from_plan(&plan);
+        let vpc = vpc_call(&ledger);
+        ledger.returned(&vpc);
+        assert!(matches!(
+            take(&ledger, detached, json!({"id": true})),
+            Err(Unmatched::Ambiguous(_))
+        ));
     }
 
     #[test]

@@ -180,6 +180,7 @@ impl Recorder {
         answer: &[u8],
     ) -> Option<Vec<u8>> {
         let call = outgoing.call?;
+        self.ledger.returned(&call.planned);
         let mut rewritten = None;
         if let Some(was) = call.marked
             && !cut(Mechanism::MarkerStrip)
