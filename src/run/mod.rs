@@ -17,6 +17,7 @@ mod error;
 mod flush;
 mod outputs;
 mod planned;
+mod remark;
 mod say;
 mod signals;
 mod steps;

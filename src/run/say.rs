@@ -177,10 +177,53 @@ pub fn binding(address: &str, arn: &str, id: &str) {
     ));
 }
 
+/// A marked object whose record holds it under another address: not bound, its marker put right, the create goes ahead.
+pub fn held_elsewhere(address: &str, arn: &str, holder: &str) {
+    warning(format_args!(
+        "{arn} carries the markers of {address}, but the record of {holder} holds it: it was not bound to {address} (its marker is put right to {holder}), and {address} is created"
+    ));
+}
+
+/// One live object carries the markers of two planned creates: bound to neither.
+pub fn marked_twice(arn: &str, addresses: &[&str]) {
+    warning(format_args!(
+        "{arn} was found for {}: it is bound to none of them, and they are created",
+        addresses.join(" and ")
+    ));
+}
+
+/// A bound object is tainted: its create never returned, so it may be incomplete.
+pub fn bound_tainted(address: &str) {
+    line(format_args!(
+        "{address} is bound as tainted: the run that created it stopped before its create returned, so it may be incomplete; the plan replaces it, as terraform replaces a create that failed midway"
+    ));
+}
+
+/// A marker put right to the address whose record holds its object.
+pub fn remarked(arn: &str, was: &str, address: &str) {
+    line(format_args!(
+        "re-marked {arn}: its tofu-address named {was}, and the record of {address} holds it"
+    ));
+}
+
+/// A marker that could not be put right.
+pub fn remark_failed(arn: &str, was: &str, address: &str, e: impl Display) {
+    warning(format_args!(
+        "{arn}'s tofu-address names {was}, but the record of {address} holds it, and its marker could not be put right ({e}); a later run binds nothing to it while that record holds it"
+    ));
+}
+
 /// The import that binds a marked object failed.
 pub fn bind_failed(address: &str) {
     line(format_args!(
         "could not import the marked object of {address} (terraform said why above); nothing was created"
+    ));
+}
+
+/// The taint of a bound object failed.
+pub fn taint_failed(address: &str) {
+    line(format_args!(
+        "bound {address}, but could not taint it (terraform said why above): its create never returned, so it may be incomplete; run terraform taint {address} before the next apply. Nothing was created"
     ));
 }
 

@@ -8,12 +8,14 @@ use super::command::PlanKind;
 use super::context::Ctx;
 use super::error::{EXIT_UNWRITTEN, RunError};
 use super::flush::Flushed;
+use super::remark::{self, Holders};
 use super::say::{self, Carried};
 use super::steps;
 use super::terraform::Stdout;
-use crate::cloud::aws::markers::AwsLister;
+use crate::cloud::aws::markers::{AwsLister, LiveObject, instance_address};
 use crate::config::LiveConfig;
 use crate::cut::{Mechanism, cut};
+use crate::engine::markers::Family;
 use crate::engine::session::RecordConflictError;
 use crate::frontdoor::http::{Backend, RunSummary};
 
@@ -138,25 +140,27 @@ pub async fn warn_unrecorded_after(ctx: &Ctx, backend: &Backend) {
         return;
     }
     let snapshot = session.snapshot().await;
-    let mut recorded = Vec::new();
+    let holders = Holders::of(&snapshot);
+    let mut recorded = BTreeSet::new();
     let mut types = BTreeSet::new();
     for entry in snapshot.records.values() {
         if let Some(resource) = entry.resource() {
-            recorded.push(entry.address().to_string());
+            recorded.insert(Family::Aws.encode(instance_address(entry.address())));
             types.insert(resource.type_name.into_owned());
         }
     }
     let types: Vec<String> = types.into_iter().collect();
     for provider in &providers {
-        warn_unrecorded(&ctx.config, provider, &recorded, &types).await;
+        keep_markers_right(&ctx.config, provider, &holders, &recorded, &types).await;
     }
 }
 
-/// Warn, without deleting, about live objects carrying this estate's marker that none of `recorded` names.
-async fn warn_unrecorded(
+/// Put right each marker of this estate that names another address than the record holding its object, and warn, without deleting, about marked live objects no record holds.
+async fn keep_markers_right(
     config: &LiveConfig,
     provider: &serde_json::Value,
-    recorded: &[String],
+    holders: &Holders,
+    recorded: &BTreeSet<String>,
     types: &[String],
 ) {
     let lister = match AwsLister::from_json(provider).await {
@@ -166,16 +170,19 @@ async fn warn_unrecorded(
             return;
         }
     };
-    match lister
-        .list_unrecorded(config.estate.as_str(), recorded, types)
-        .await
-    {
-        Ok(objects) => {
-            for o in objects {
-                say::unrecorded(&o.arn, &config.estate, o.address().unwrap_or("?"));
-            }
+    let listed = match lister.list_marked(config.estate.as_str(), types).await {
+        Ok(listed) => listed,
+        Err(e) => {
+            say::listing_failed(e);
+            return;
         }
-        Err(e) => say::listing_failed(e),
+    };
+    remark::put_right(&lister, holders, &listed).await;
+    let unheld = |o: &&LiveObject| {
+        holders.holder(o).is_none() && o.address().is_none_or(|a| !recorded.contains(a))
+    };
+    for o in listed.iter().filter(unheld) {
+        say::unrecorded(&o.arn, &config.estate, o.address().unwrap_or("?"));
     }
 }
 

@@ -121,6 +121,10 @@ pub struct AwsProviderConfig {
     pub sqs_endpoint: Option<String>,
     /// `endpoints { iam = ... }`, else the generic `endpoint_url`: for IAM roles, which the Tagging API does not list.
     pub iam_endpoint: Option<String>,
+    /// `endpoints { s3 = ... }`, else the generic `endpoint_url`: for a bucket's tags.
+    pub s3_endpoint: Option<String>,
+    /// `s3_use_path_style`: bucket requests name the bucket in the path, not the host.
+    pub s3_path_style: bool,
     /// `access_key`, `secret_key`, `token`, when the configuration sets them.
     pub static_credentials: Option<(String, String, Option<String>)>,
     /// `profile`, for the credentials chain.
@@ -171,6 +175,7 @@ impl AwsProviderConfig {
         let tagging_endpoint = endpoint(&["resourcegroupstaggingapi", "resourcegroupstagging"])
             .or_else(|| generic.clone());
         let sqs_endpoint = endpoint(&["sqs"]).or_else(|| generic.clone());
+        let s3_endpoint = endpoint(&["s3"]).or_else(|| generic.clone());
         let iam_endpoint = endpoint(&["iam"]).or(generic);
         let static_credentials = match (text(obj.get("access_key")), text(obj.get("secret_key"))) {
             (Some(a), Some(s)) => Some((a, s, text(obj.get("token")))),
@@ -181,6 +186,8 @@ impl AwsProviderConfig {
             tagging_endpoint,
             sqs_endpoint,
             iam_endpoint,
+            s3_endpoint,
+            s3_path_style: obj.get("s3_use_path_style").and_then(Value::as_bool) == Some(true),
             static_credentials,
             profile: text(obj.get("profile")),
         })
@@ -210,11 +217,12 @@ impl LiveObject {
 pub struct AwsLister {
     client: Client,
     iam: aws_sdk_iam::Client,
+    s3: aws_sdk_s3::Client,
     config: AwsProviderConfig,
 }
 
 /// The instance address a record names (`ADDR (deposed KEY)` is the object of `ADDR`).
-fn instance_address(record_address: &str) -> &str {
+pub fn instance_address(record_address: &str) -> &str {
     match record_address.find(" (deposed ") {
         Some(at) => &record_address[..at],
         None => record_address,
@@ -255,12 +263,21 @@ impl AwsLister {
         let mut iam = aws_sdk_iam::Config::builder()
             .behavior_version(aws_sdk_iam::config::BehaviorVersion::latest())
             .region(aws_sdk_iam::config::Region::new(config.region.clone()))
-            .credentials_provider(credentials);
+            .credentials_provider(credentials.clone());
         if let Some(e) = &config.iam_endpoint {
             iam = iam.endpoint_url(e);
         }
+        let mut s3 = aws_sdk_s3::Config::builder()
+            .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+            .region(aws_sdk_s3::config::Region::new(config.region.clone()))
+            .credentials_provider(credentials.clone())
+            .force_path_style(config.s3_path_style);
+        if let Some(e) = &config.s3_endpoint {
+            s3 = s3.endpoint_url(e);
+        }
         AwsLister {
             client: Client::from_conf(b.build()),
+            s3: aws_sdk_s3::Client::from_conf(s3.build()),
             iam: aws_sdk_iam::Client::from_conf(iam.build()),
             config,
         }
@@ -509,21 +526,32 @@ impl AwsLister {
     /// Live objects carrying `estate`'s marker whose `tofu-address` no record names.
     ///
     /// `recorded` is the address of every resource record of the estate; `resource_types` are
-    /// the terraform types to list (those the estate has records of under this provider
-    /// configuration, and any others the caller wants, e.g. those a plan creates). Each type in
-    /// [`TYPE_FILTERS`] is listed with its filter; if any type has none, one listing without a
-    /// type filter covers them all. Nothing is deleted.
+    /// the terraform types to list ([`AwsLister::list_marked`]). Nothing is deleted.
     pub async fn list_unrecorded(
         &self,
         estate: &str,
         recorded: &[String],
         resource_types: &[String],
     ) -> Result<Vec<LiveObject>, ListingError> {
-        let estate_v = Family::Aws.encode(estate);
         let named: BTreeSet<String> = recorded
             .iter()
             .map(|a| Family::Aws.encode(instance_address(a)))
             .collect();
+        let mut listed = self.list_marked(estate, resource_types).await?;
+        listed.retain(|o| o.address().is_none_or(|a| !named.contains(a)));
+        Ok(listed)
+    }
+
+    /// Every live object carrying `estate`'s marker, of the terraform types `resource_types`.
+    ///
+    /// Each type in [`TYPE_FILTERS`] is listed with its filter; if any type has none, one
+    /// listing without a type filter covers them all; IAM roles are listed by IAM.
+    pub async fn list_marked(
+        &self,
+        estate: &str,
+        resource_types: &[String],
+    ) -> Result<Vec<LiveObject>, ListingError> {
+        let estate_v = Family::Aws.encode(estate);
         let filters: Option<BTreeSet<&str>> =
             resource_types.iter().map(|t| type_filter(t)).collect();
         let mut listed = Vec::new();
@@ -540,9 +568,135 @@ impl AwsLister {
         }
         listed.sort_by(|a, b| a.arn.cmp(&b.arn));
         listed.dedup_by(|a, b| a.arn == b.arn);
-        listed.retain(|o| o.address().is_none_or(|a| !named.contains(a)));
         Ok(listed)
     }
+
+    /// Put `object`'s `tofu-address` marker right: it names `address` from now on (its other tags kept).
+    ///
+    /// IAM roles and policies through IAM, S3 buckets through their tag set, anything else
+    /// through the Tagging API's `TagResources`.
+    pub async fn remark(&self, object: &LiveObject, address: &str) -> Result<(), RemarkError> {
+        let value = Family::Aws.encode(instance_address(address));
+        let failed = |call: &'static str, message: String| RemarkError {
+            arn: object.arn.clone(),
+            call,
+            message,
+        };
+        let parts: Vec<&str> = object.arn.splitn(6, ':').collect();
+        let (service, resource) = match parts.as_slice() {
+            [_, _, service, _, _, resource] => (*service, *resource),
+            _ => return Err(failed("parse", "not an ARN".into())),
+        };
+        match service {
+            "iam" if resource.starts_with("role/") => {
+                let name = resource.rsplit('/').next().unwrap_or(resource);
+                let tag = aws_sdk_iam::types::Tag::builder()
+                    .key(ADDRESS_TAG)
+                    .value(&value)
+                    .build()
+                    .map_err(|e| failed("iam:TagRole", e.to_string()))?;
+                self.iam
+                    .tag_role()
+                    .role_name(name)
+                    .tags(tag)
+                    .send()
+                    .await
+                    .map_err(|e| failed("iam:TagRole", IamErrorContext(&e).to_string()))?;
+            }
+            "iam" if resource.starts_with("policy/") => {
+                let tag = aws_sdk_iam::types::Tag::builder()
+                    .key(ADDRESS_TAG)
+                    .value(&value)
+                    .build()
+                    .map_err(|e| failed("iam:TagPolicy", e.to_string()))?;
+                self.iam
+                    .tag_policy()
+                    .policy_arn(&object.arn)
+                    .tags(tag)
+                    .send()
+                    .await
+                    .map_err(|e| failed("iam:TagPolicy", IamErrorContext(&e).to_string()))?;
+            }
+            "s3" if !resource.contains('/') => self.remark_bucket(resource, &value).await?,
+            _ => {
+                let answer = self
+                    .client
+                    .tag_resources()
+                    .resource_arn_list(&object.arn)
+                    .tags(ADDRESS_TAG, &value)
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        failed("tagging:TagResources", DisplayErrorContext(&e).to_string())
+                    })?;
+                if let Some(why) = answer
+                    .failed_resources_map()
+                    .and_then(|m| m.get(&object.arn))
+                {
+                    return Err(failed(
+                        "tagging:TagResources",
+                        why.error_message().unwrap_or("refused").to_string(),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Set a bucket's `tofu-address` tag to `value`, keeping its other tags (S3 replaces a bucket's tag set whole).
+    async fn remark_bucket(&self, bucket: &str, value: &str) -> Result<(), RemarkError> {
+        use aws_sdk_s3::error::DisplayErrorContext as S3ErrorContext;
+        use aws_sdk_s3::types::{Tag, Tagging};
+        let failed = |call: &'static str, message: String| RemarkError {
+            arn: format!("arn:aws:s3:::{bucket}"),
+            call,
+            message,
+        };
+        let held = self
+            .s3
+            .get_bucket_tagging()
+            .bucket(bucket)
+            .send()
+            .await
+            .map_err(|e| failed("s3:GetBucketTagging", S3ErrorContext(&e).to_string()))?;
+        let mut tags: Vec<Tag> = held
+            .tag_set()
+            .iter()
+            .filter(|t| t.key() != ADDRESS_TAG)
+            .cloned()
+            .collect();
+        tags.push(
+            Tag::builder()
+                .key(ADDRESS_TAG)
+                .value(value)
+                .build()
+                .map_err(|e| failed("s3:PutBucketTagging", e.to_string()))?,
+        );
+        let tagging = Tagging::builder()
+            .set_tag_set(Some(tags))
+            .build()
+            .map_err(|e| failed("s3:PutBucketTagging", e.to_string()))?;
+        self.s3
+            .put_bucket_tagging()
+            .bucket(bucket)
+            .tagging(tagging)
+            .send()
+            .await
+            .map_err(|e| failed("s3:PutBucketTagging", S3ErrorContext(&e).to_string()))?;
+        Ok(())
+    }
+}
+
+/// A marker that could not be put right.
+#[derive(Clone, Debug, Error)]
+#[error("{call} on {arn} failed: {message}")]
+pub struct RemarkError {
+    /// The object.
+    pub arn: String,
+    /// The call that failed.
+    pub call: &'static str,
+    /// What came back.
+    pub message: String,
 }
 
 /// What a listing of one resource's markers means: none (create), one (bind), more (collision).
