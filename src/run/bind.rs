@@ -7,12 +7,15 @@
 //! saved plan, those its stamp kept when it was made (without credentials). A saved plan
 //! cannot be planned again, so one object found refuses it before terraform applies.
 
+use std::collections::BTreeMap;
+
 use serde_json::Value;
 use thiserror::Error;
 
 use super::command::ApplySplit;
 use super::context::{Attempt, Ctx};
 use super::error::{EXIT_COLLISION, EXIT_PLAN_REFUSED, RunError};
+use super::remark::Holders;
 use super::{say, terraform};
 use crate::cloud::aws::markers::{AwsLister, CollisionError, LiveObject, decide};
 use crate::cut::{Mechanism, cut};
@@ -192,16 +195,24 @@ pub async fn check(
         .iter()
         .map(|c| (c.type_name.as_str(), c.address.as_str()))
         .collect();
-    let mut found: Vec<Vec<LiveObject>> = vec![Vec::new(); creates.len()];
-    for lister in &listers {
+    // Each object found for a create, with the lister that found it (which can put its marker right).
+    let mut found: Vec<Vec<(usize, LiveObject)>> = vec![Vec::new(); creates.len()];
+    for (which, lister) in listers.iter().enumerate() {
         let listed = lister.with_markers_each(&marking.estate, &wanted).await;
         for ((create, objects), all) in creates.iter().zip(listed).zip(found.iter_mut()) {
             match objects {
-                Ok(objects) => all.extend(objects),
+                Ok(objects) => all.extend(objects.into_iter().map(|o| (which, o))),
                 Err(e) => say::marker_listing_failed(&create.address, e),
             }
         }
     }
+    let found = guard(
+        &listers,
+        &Holders::of(&attempt.session().snapshot().await),
+        &creates,
+        found,
+    )
+    .await;
     let mut binds: Vec<(String, LiveObject)> = Vec::new();
     let mut collisions: Vec<CollisionError> = Vec::new();
     for (create, mut objects) in creates.iter().zip(found) {
@@ -249,8 +260,75 @@ pub async fn check(
             say::bind_failed(address);
             return Ok(Checked::Refused(terraform::code(status)));
         }
+        if cut(Mechanism::BindTainted) {
+            continue;
+        }
+        // Its create never returned, so it may be incomplete (a security group whose default
+        // egress rule was never revoked): the plan replaces it, as terraform replaces a create
+        // that failed midway.
+        let args = split.taint_args(address);
+        let server = attempt.serve(ctx).await?;
+        let status = ctx.terraform(&args, server, &[]).await?;
+        if !status.success() {
+            say::taint_failed(address);
+            return Ok(Checked::Refused(terraform::code(status)));
+        }
+        say::bound_tainted(address);
     }
     Ok(Checked::Bound)
+}
+
+/// Leave out of each create's found objects any that another address holds: one a record holds under another address (its marker is put right to that address), and one found for two creates (bound to neither). Those creates go ahead.
+async fn guard(
+    listers: &[AwsLister],
+    holders: &Holders,
+    creates: &[Create],
+    found: Vec<Vec<(usize, LiveObject)>>,
+) -> Vec<Vec<LiveObject>> {
+    if cut(Mechanism::BindGuard) {
+        return found
+            .into_iter()
+            .map(|objects| objects.into_iter().map(|(_, o)| o).collect())
+            .collect();
+    }
+    let mut wanted_by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (create, objects) in creates.iter().zip(&found) {
+        for (_, object) in objects {
+            let by = wanted_by.entry(object.arn.as_str()).or_default();
+            if !by.contains(&create.address.as_str()) {
+                by.push(create.address.as_str());
+            }
+        }
+    }
+    let twice: BTreeMap<String, Vec<&str>> = wanted_by
+        .into_iter()
+        .filter(|(_, by)| by.len() > 1)
+        .map(|(arn, by)| (arn.to_string(), by))
+        .collect();
+    for (arn, by) in &twice {
+        say::marked_twice(arn, by);
+    }
+    let mut kept = Vec::with_capacity(found.len());
+    for (create, objects) in creates.iter().zip(found) {
+        let mut mine = Vec::new();
+        for (which, object) in objects {
+            if twice.contains_key(&object.arn) {
+                continue;
+            }
+            match holders.holder(&object) {
+                Some(holder) if holder != create.address => {
+                    say::held_elsewhere(&create.address, &object.arn, holder);
+                    if let Err(e) = listers[which].remark(&object, holder).await {
+                        let was = object.address().unwrap_or("none");
+                        say::remark_failed(&object.arn, was, holder, e);
+                    }
+                }
+                _ => mine.push(object),
+            }
+        }
+        kept.push(mine);
+    }
+    kept
 }
 
 #[cfg(test)]

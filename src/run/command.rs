@@ -306,6 +306,16 @@ impl ApplySplit {
         args
     }
 
+    /// `terraform taint` of `address` (a bound object whose create never returned).
+    pub fn taint_args(&self, address: &str) -> Vec<String> {
+        let mut args = vec!["taint".to_string()];
+        if self.no_color {
+            args.push("-no-color".into());
+        }
+        args.push(address.to_string());
+        args
+    }
+
     /// The flags of the plan that reconciles outputs: the same variables, from the records as they are, nothing replaced or targeted.
     pub fn reconcile_flags(&self) -> Vec<String> {
         let mut args = vec!["-refresh=false".to_string()];

@@ -2,8 +2,9 @@
 //! delay before forwarding it to the peer, and logs each call (method, path, bytes each way,
 //! when it arrived and when its answer left), so a read's requests, bytes and sequential
 //! round trips can be counted for both sides alike. Its gated mode holds the requests of chosen
-//! AWS JSON actions (the `X-Amz-Target` header, e.g. `AmazonSSM.PutParameter`) until the test
-//! opens the gate, so a test can keep one run's cloud call in flight for as long as it needs.
+//! AWS actions (the `X-Amz-Target` header, e.g. `AmazonSSM.PutParameter`, or a Query body's
+//! `Action=`, e.g. `RevokeSecurityGroupEgress`) until the test opens the gate, so a test can
+//! keep one run's cloud call in flight for as long as it needs.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -43,7 +44,7 @@ pub struct Proxy {
 /// A request as it arrived, before the proxy forwards (or holds) it.
 #[derive(Clone, Debug)]
 pub struct Arrival {
-    /// The AWS JSON action (`X-Amz-Target`), when the request names one.
+    /// The AWS JSON action (`X-Amz-Target`), else the Query action (`Action=`), when the request names one.
     pub target: Option<String>,
     /// When the whole request had arrived.
     pub at: Instant,
@@ -145,7 +146,8 @@ pub async fn start(upstream: String, delay: Duration) -> Proxy {
 }
 
 /// Start a proxy in front of `upstream` (host:port) that holds each request of `targets` (AWS
-/// JSON actions, e.g. `AmazonSSM.PutParameter`) until [`Proxy::open`], and forwards the others at once.
+/// JSON actions, e.g. `AmazonSSM.PutParameter`, or Query actions, e.g.
+/// `RevokeSecurityGroupEgress`) until [`Proxy::open`], and forwards the others at once.
 pub async fn start_gated(upstream: String, targets: &[&str]) -> Proxy {
     serve_all(upstream, Duration::ZERO, Gate::new(targets)).await
 }
@@ -308,11 +310,12 @@ async fn serve(
         let headers = headers(&request);
         let target = amz_target(&headers);
         let action = query_action(&request);
+        let named = target.clone().or_else(|| action.clone());
         gate.arrived.lock().unwrap().push(Arrival {
-            target: target.clone(),
+            target: named.clone(),
             at: start,
         });
-        gate.pass(target.as_deref()).await;
+        gate.pass(named.as_deref()).await;
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }

@@ -1,7 +1,9 @@
 //! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations, the terraform shim.
 
 mod door;
+mod door_guard;
 mod door_markers;
+mod door_pairs;
 mod door_races;
 mod door_records;
 mod migrate;
