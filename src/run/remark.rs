@@ -16,10 +16,10 @@ use crate::engine::state::Item;
 
 use super::say;
 
-/// The address whose record holds each object of an estate, by ARN and by ID.
+/// The addresses whose managed records hold each object of an estate, by ARN and by ID.
 #[derive(Debug, Default)]
 pub struct Holders {
-    by_arn: BTreeMap<String, String>,
+    by_arn: BTreeMap<String, Vec<String>>,
     by_id: BTreeMap<String, Vec<String>>,
 }
 
@@ -34,16 +34,26 @@ impl Holders {
             let Ok(record) = entry.record() else {
                 continue;
             };
+            // A data source reads an object some managed resource (or nobody here) holds.
             let Item::Resource {
-                address, instance, ..
+                address,
+                instance,
+                meta,
             } = &record.item
             else {
                 continue;
             };
+            if meta.mode != "managed" {
+                continue;
+            }
             let address = instance_address(address);
             let attributes = &instance["attributes"];
             if let Some(arn) = attributes["arn"].as_str().filter(|a| !a.is_empty()) {
-                holders.by_arn.insert(arn.to_string(), address.to_string());
+                holders
+                    .by_arn
+                    .entry(arn.to_string())
+                    .or_default()
+                    .push(address.to_string());
             }
             if let Some(id) = attributes["id"].as_str().filter(|a| !a.is_empty()) {
                 holders
@@ -56,16 +66,20 @@ impl Holders {
         holders
     }
 
-    /// The address whose record holds `object`, if one does.
+    /// The address whose record holds `object`, when one record alone does (by its ARN, else by its import ID).
     pub fn holder(&self, object: &LiveObject) -> Option<&str> {
-        if let Some(address) = self.by_arn.get(&object.arn) {
-            return Some(address);
+        if let Some(held) = self.by_arn.get(&object.arn) {
+            return only(held);
         }
-        let id = object.import_id.as_deref()?;
-        match self.by_id.get(id).map(Vec::as_slice) {
-            Some([one]) => Some(one),
-            _ => None,
-        }
+        only(self.by_id.get(object.import_id.as_deref()?)?)
+    }
+}
+
+/// The one address of `held`, when it names one alone.
+fn only(held: &[String]) -> Option<&str> {
+    match held {
+        [one] => Some(one),
+        _ => None,
     }
 }
 
@@ -115,7 +129,10 @@ mod tests {
     #[test]
     fn an_object_is_held_by_its_arn_else_by_one_records_id() {
         let holders = Holders {
-            by_arn: BTreeMap::from([("arn:aws:s3:::a".into(), "aws_s3_bucket.a".into())]),
+            by_arn: BTreeMap::from([
+                ("arn:aws:s3:::a".into(), vec!["aws_s3_bucket.a".into()]),
+                ("arn:two".into(), vec!["t.one".into(), "t.two".into()]),
+            ]),
             by_id: BTreeMap::from([
                 ("sg-1".into(), vec!["aws_security_group.g".into()]),
                 ("x".into(), vec!["t.one".into(), "t.two".into()]),
@@ -134,5 +151,10 @@ mod tests {
         // An ID two records share names no holder.
         assert_eq!(holders.holder(&object("arn:x", Some("x"), "t.one")), None);
         assert_eq!(holders.holder(&object("arn:y", None, "t.one")), None);
+        // Nor does an ARN two records hold, whatever its ID.
+        assert_eq!(
+            holders.holder(&object("arn:two", Some("sg-1"), "t.one")),
+            None
+        );
     }
 }
