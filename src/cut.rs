@@ -179,6 +179,8 @@ pub enum Mechanism {
     ReMark,
     /// `run` binding a marked object whose create never returned as tainted, so the next apply replaces it.
     BindTainted,
+    /// `run` asking the provider itself whether a marked object is live and by which import ID (cut: the ARN table's ID, and every listed object taken as live).
+    LiveRead,
 }
 
 impl Mechanism {
@@ -265,6 +267,7 @@ impl Mechanism {
         Mechanism::BindGuard,
         Mechanism::ReMark,
         Mechanism::BindTainted,
+        Mechanism::LiveRead,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -351,6 +354,7 @@ impl Mechanism {
             Mechanism::BindGuard => "bind-guard",
             Mechanism::ReMark => "re-mark",
             Mechanism::BindTainted => "bind-tainted",
+            Mechanism::LiveRead => "live-read",
         }
     }
 

@@ -15,12 +15,14 @@ use thiserror::Error;
 use super::command::ApplySplit;
 use super::context::{Attempt, Ctx};
 use super::error::{EXIT_COLLISION, EXIT_PLAN_REFUSED, RunError};
+use super::liveness::Liveness;
 use super::remark::Holders;
 use super::{say, terraform};
 use crate::cloud::aws::markers::{AwsLister, CollisionError, LiveObject, decide};
 use crate::cut::{Mechanism, cut};
 use crate::engine::markers::Family;
 use crate::frontdoor::provider::Door;
+use crate::frontdoor::provider::probe::Found;
 
 /// A saved plan creates an address whose marked live object exists: applying it would make a second one.
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
@@ -177,13 +179,19 @@ pub async fn check(
         Bind::Import(_) => listing_configs(door),
         Bind::Refuse(stamped) => stamped.to_vec(),
     };
+    // Each lister with the configuration it was made from (a probe is configured alike).
     let mut listers = Vec::new();
+    let mut made_from = Vec::new();
     for config in configs {
         match AwsLister::from_json(&config).await {
-            Ok(l) => listers.push(l),
+            Ok(l) => {
+                listers.push(l);
+                made_from.push(config);
+            }
             Err(e) => say::no_marker_listing(e),
         }
     }
+    let configs = made_from;
     if listers.is_empty() {
         match bind {
             Bind::Import(_) => say::no_collision_check(creates.len()),
@@ -213,6 +221,15 @@ pub async fn check(
         found,
     )
     .await;
+    let mut unbindable = BTreeMap::new();
+    let found = match bind {
+        Bind::Import(_) => read_back(door, &configs, &creates, found, &mut unbindable).await,
+        // A saved plan's apply has configured no provider yet: its listing is all it has.
+        Bind::Refuse(_) => found
+            .into_iter()
+            .map(|objects| objects.into_iter().map(|(_, o)| o).collect())
+            .collect(),
+    };
     let mut binds: Vec<(String, LiveObject)> = Vec::new();
     let mut collisions: Vec<CollisionError> = Vec::new();
     for (create, mut objects) in creates.iter().zip(found) {
@@ -249,7 +266,11 @@ pub async fn check(
     };
     for (address, object) in &binds {
         let Some(id) = &object.import_id else {
-            say::cannot_bind(address, &object.arn);
+            let why = unbindable.get(&object.arn).map_or(
+                "its type has no import ID rule, and the provider could not be asked",
+                String::as_str,
+            );
+            say::cannot_bind(address, &object.arn, why);
             return Ok(Checked::Refused(EXIT_COLLISION));
         };
         say::binding(address, &object.arn, id);
@@ -278,18 +299,51 @@ pub async fn check(
     Ok(Checked::Bound)
 }
 
+/// Ask the provider itself about each object found for a create: one it reads as gone or going away (a key pending deletion, a terminated instance) is left out, said, and never bound; one it reads back takes the import ID whose read gave it; why one could not be imported goes into `unbindable`, by ARN.
+async fn read_back(
+    door: &Door,
+    configs: &[Value],
+    creates: &[Create],
+    found: Vec<Vec<(usize, LiveObject)>>,
+    unbindable: &mut BTreeMap<String, String>,
+) -> Vec<Vec<LiveObject>> {
+    let mut liveness = Liveness::new(door);
+    let mut kept = Vec::with_capacity(found.len());
+    for (create, objects) in creates.iter().zip(found) {
+        let mut live = Vec::new();
+        for (which, mut object) in objects {
+            match liveness
+                .ask(&configs[which], &create.type_name, &object)
+                .await
+            {
+                Some(Found::Gone) => {
+                    say::going_away(&create.address, &object.arn);
+                    continue;
+                }
+                Some(Found::Live { id }) => object.import_id = Some(id),
+                Some(Found::NotBindable(why)) => {
+                    object.import_id = None;
+                    unbindable.insert(object.arn.clone(), why);
+                }
+                // Not asked: the ARN's rule, where there is one, is all there is.
+                None => {}
+            }
+            live.push(object);
+        }
+        kept.push(live);
+    }
+    kept
+}
+
 /// Leave out of each create's found objects any that another address holds: one a record holds under another address (its marker is put right to that address), and one found for two creates (bound to neither). Those creates go ahead.
 async fn guard(
     listers: &[AwsLister],
     holders: &Holders,
     creates: &[Create],
     found: Vec<Vec<(usize, LiveObject)>>,
-) -> Vec<Vec<LiveObject>> {
+) -> Vec<Vec<(usize, LiveObject)>> {
     if cut(Mechanism::BindGuard) {
-        return found
-            .into_iter()
-            .map(|objects| objects.into_iter().map(|(_, o)| o).collect())
-            .collect();
+        return found;
     }
     let mut wanted_by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (create, objects) in creates.iter().zip(&found) {
@@ -323,7 +377,7 @@ async fn guard(
                         say::remark_failed(&object.arn, was, holder, e);
                     }
                 }
-                _ => mine.push(object),
+                _ => mine.push((which, object)),
             }
         }
         kept.push(mine);

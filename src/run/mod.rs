@@ -15,6 +15,7 @@ mod context;
 mod deletes;
 mod error;
 mod flush;
+mod liveness;
 mod outputs;
 mod planned;
 mod remark;

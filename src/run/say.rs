@@ -228,9 +228,23 @@ pub fn taint_failed(address: &str) {
 }
 
 /// A marked object whose import ID is not known: nothing is created.
-pub fn cannot_bind(address: &str, arn: &str) {
+pub fn cannot_bind(address: &str, arn: &str, why: &str) {
     line(format_args!(
-        "MarkedObjectNotBound: {arn} carries the markers of {address}, but its type has no import ID rule; import it by hand (terraform import {address} ID) or remove it. Nothing was created"
+        "MarkedObjectNotBound: {arn} carries the markers of {address}, but it could not be imported ({why}); import it by hand (terraform import {address} ID) or remove it. Nothing was created"
+    ));
+}
+
+/// A marked object the provider reads as gone or going away (being deleted by the cloud): never bound, the create goes ahead.
+pub fn going_away(address: &str, arn: &str) {
+    line(format_args!(
+        "{arn} carries the markers of {address}, but the provider reads it as gone or being deleted: it is not bound, and {address} is created"
+    ));
+}
+
+/// The provider door could not start a probe to ask the provider about marked objects.
+pub fn no_probe(e: crate::frontdoor::provider::probe::ProbeError) {
+    warning(format_args!(
+        "the provider could not be asked whether the marked objects found are live ({e}); they are taken as live, with the import ID their ARN gives"
     ));
 }
 

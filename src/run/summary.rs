@@ -8,6 +8,7 @@ use super::command::PlanKind;
 use super::context::Ctx;
 use super::error::{EXIT_UNWRITTEN, RunError};
 use super::flush::Flushed;
+use super::liveness::{Liveness, marked_type};
 use super::remark::{self, Holders};
 use super::say::{self, Carried};
 use super::steps;
@@ -18,6 +19,7 @@ use crate::cut::{Mechanism, cut};
 use crate::engine::markers::Family;
 use crate::engine::session::RecordConflictError;
 use crate::frontdoor::http::{Backend, RunSummary};
+use crate::frontdoor::provider::probe::Found;
 
 /// Fold what the flush after terraform wrote into the run's summary.
 fn merge(s: &mut RunSummary, flushed: &Flushed) {
@@ -121,15 +123,16 @@ pub async fn warn_unrecorded_after(ctx: &Ctx, backend: &Backend) {
     ) {
         return;
     }
-    let providers: Vec<serde_json::Value> = match &ctx.config.markers {
-        Some(listing) => vec![listing.provider_json()],
-        None => ctx
-            .tf
-            .door()
-            .filter(|d| d.marking().is_some())
-            .map(bind::listing_configs)
-            .unwrap_or_default(),
-    };
+    let door = ctx.tf.door().filter(|d| d.marking().is_some());
+    // The provider is asked whether an unrecorded object is going away only with a configuration the door saw.
+    let (providers, mut liveness): (Vec<serde_json::Value>, Option<Liveness>) =
+        match &ctx.config.markers {
+            Some(listing) => (vec![listing.provider_json()], None),
+            None => (
+                door.map(bind::listing_configs).unwrap_or_default(),
+                door.map(Liveness::new),
+            ),
+        };
     if providers.is_empty() {
         return;
     }
@@ -151,17 +154,26 @@ pub async fn warn_unrecorded_after(ctx: &Ctx, backend: &Backend) {
     }
     let types: Vec<String> = types.into_iter().collect();
     for provider in &providers {
-        keep_markers_right(&ctx.config, provider, &holders, &recorded, &types).await;
+        keep_markers_right(
+            &ctx.config,
+            provider,
+            &holders,
+            &recorded,
+            &types,
+            liveness.as_mut(),
+        )
+        .await;
     }
 }
 
-/// Put right each marker of this estate that names another address than the record holding its object, and warn, without deleting, about marked live objects no record holds.
+/// Put right each marker of this estate that names another address than the record holding its object, and warn, without deleting, about marked live objects no record holds (not those the provider reads as gone or being deleted, when it can be asked).
 async fn keep_markers_right(
     config: &LiveConfig,
     provider: &serde_json::Value,
     holders: &Holders,
     recorded: &BTreeSet<String>,
     types: &[String],
+    mut liveness: Option<&mut Liveness<'_>>,
 ) {
     let lister = match AwsLister::from_json(provider).await {
         Ok(l) => l,
@@ -182,6 +194,11 @@ async fn keep_markers_right(
         holders.holder(o).is_none() && o.address().is_none_or(|a| !recorded.contains(a))
     };
     for o in listed.iter().filter(unheld) {
+        if let (Some(asked), Some(type_name)) = (liveness.as_deref_mut(), marked_type(o))
+            && asked.ask(provider, &type_name, o).await == Some(Found::Gone)
+        {
+            continue;
+        }
         say::unrecorded(&o.arn, &config.estate, o.address().unwrap_or("?"));
     }
 }

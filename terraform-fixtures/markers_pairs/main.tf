@@ -21,7 +21,8 @@ variable "prefix" {
 }
 
 # Which pairs the root holds: s3, sqs, sg (two groups, and an ingress and an egress rule without
-# tags on the named one), eip, igw, iam.
+# tags on the named one), eip, igw, iam; and kms (two keys, which a destroy leaves pending
+# deletion: not in the default set).
 variable "kinds" {
   type    = set(string)
   default = ["s3", "sqs", "sg", "eip", "igw", "iam"]
@@ -40,6 +41,7 @@ provider "aws" {
     sqs                      = var.endpoint
     ec2                      = var.endpoint
     iam                      = var.endpoint
+    kms                      = var.endpoint
     sts                      = var.endpoint
     resourcegroupstaggingapi = var.endpoint
   }
@@ -57,6 +59,7 @@ locals {
   eip = contains(var.kinds, "eip") ? 1 : 0
   igw = contains(var.kinds, "igw") ? 1 : 0
   iam = contains(var.kinds, "iam") ? 1 : 0
+  kms = contains(var.kinds, "kms") ? 1 : 0
   vpc = max(local.sg, local.igw)
 }
 
@@ -146,4 +149,18 @@ resource "aws_iam_policy" "prefixed" {
   count       = local.iam
   name_prefix = "${var.prefix}-p-"
   policy      = jsonencode({ Version = "2012-10-17", Statement = [{ Effect = "Allow", Action = "s3:ListBucket", Resource = "*" }] })
+}
+
+# Keys have no name: a destroy schedules their deletion, and they stay listed, marked, for the
+# deletion window.
+resource "aws_kms_key" "named" {
+  count                   = local.kms
+  description             = "${var.prefix}-named"
+  deletion_window_in_days = 7
+}
+
+resource "aws_kms_key" "prefixed" {
+  count                   = local.kms
+  description             = "${var.prefix}-p-"
+  deletion_window_in_days = 7
 }

@@ -273,3 +273,102 @@ fn a_kill_during_a_security_groups_create_converges_with_one_group_and_one_egres
     clean_plan(&root, &v);
     destroy(&root, &v);
 }
+
+/// The KMS keys whose description starts with `prefix`: `{key ID: [its state, its tofu-address]}`.
+fn keys(prefix: &str) -> Value {
+    boto3(
+        r#"
+kms = boto3.client("kms", **kw)
+out = {}
+for k in kms.list_keys()["Keys"]:
+    m = kms.describe_key(KeyId=k["KeyId"])["KeyMetadata"]
+    if m.get("Description", "").startswith(sys.argv[2] + "-"):
+        ts = {t["TagKey"]: t["TagValue"] for t in kms.list_resource_tags(KeyId=k["KeyId"]).get("Tags", [])}
+        out[k["KeyId"]] = [m["KeyState"], ts.get("tofu-address")]
+print(json.dumps(out))
+"#,
+        &[prefix],
+    )
+}
+
+/// The IDs of the keys of `seen` ([`keys`]) in `state` that carry the marker of `address`.
+fn keys_of(seen: &Value, state: &str, address: &str) -> Vec<String> {
+    let mut ids: Vec<String> = seen
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, v)| v[0] == state && v[1] == address)
+        .map(|(id, _)| id.clone())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[test]
+fn a_key_pending_deletion_is_never_bound_and_a_live_one_binds_by_the_providers_import_id() {
+    let _turn = turn();
+    let prefix = common::aws_objects::unique("km");
+    let estate = format!("e-{prefix}");
+    let root = pairs_root(&estate);
+    let v = pair_vars(&prefix, &["kms"]);
+    let apply = with(&["apply", "-auto-approve", "-input=false"], &v);
+    root.ok(&apply);
+    destroy(&root, &v);
+    let seen = keys(&prefix);
+    for address in ["aws_kms_key.named[0]", "aws_kms_key.prefixed[0]"] {
+        assert_eq!(
+            keys_of(&seen, "PendingDeletion", address).len(),
+            1,
+            "the destroy left {address}'s key pending deletion, marked: {seen}"
+        );
+    }
+
+    // A key the cloud is deleting is not live: the next apply creates both again.
+    let out = root.run(&apply);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
+    assert!(!err.contains("MarkedObjectNotBound"), "{err}");
+    assert!(!err.contains("bound aws_kms_key"), "{err}");
+    assert!(!err.contains("unrecorded marked object"), "{err}");
+    assert!(
+        err.contains("carries the markers of aws_kms_key.named[0], but the provider reads it as gone or being deleted"),
+        "{err}"
+    );
+    let seen = keys(&prefix);
+    for address in ["aws_kms_key.named[0]", "aws_kms_key.prefixed[0]"] {
+        let live = keys_of(&seen, "Enabled", address);
+        assert_eq!(live.len(), 1, "{address}: one live key: {seen}");
+        let record = root
+            .record_at(address)
+            .unwrap_or_else(|| panic!("{address} has its record"));
+        assert!(record.to_string().contains(&live[0]), "{address}: {record}");
+    }
+
+    // A live key whose record is gone is bound by the import ID the provider itself reads back
+    // (KMS has no rule among the ARN's), as tainted, and replaced; the pending keys are left be.
+    root.ok(&["state", "rm", "aws_kms_key.named[0]"]);
+    let lost = keys_of(&seen, "Enabled", "aws_kms_key.named[0]").remove(0);
+    let out = root.run(&apply);
+    let err = text(&out.stderr);
+    assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
+    assert!(
+        err.contains(&format!("(imported as {lost})")),
+        "bound by the key's ID: {err}"
+    );
+    assert!(
+        err.contains("aws_kms_key.named[0] is bound as tainted"),
+        "{err}"
+    );
+    let seen = keys(&prefix);
+    assert_eq!(
+        seen[&lost][0], "PendingDeletion",
+        "the bound key was replaced: {seen}"
+    );
+    let live = keys_of(&seen, "Enabled", "aws_kms_key.named[0]");
+    assert_eq!(live.len(), 1, "one live key, not two: {seen}");
+    let record = root.record_at("aws_kms_key.named[0]").unwrap();
+    assert!(record.to_string().contains(&live[0]), "{record}");
+    let plan_err = clean_plan(&root, &v);
+    assert!(!plan_err.contains("unrecorded"), "{plan_err}");
+    destroy(&root, &v);
+}

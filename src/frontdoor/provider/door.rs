@@ -11,6 +11,7 @@ use super::client_tls::ClientIdentity;
 use super::launch::{LaunchError, Plugin};
 use super::lockfile::{self, LOCK_FILE, LockfileError, ProviderAddress};
 use super::marking::Marking;
+use super::probe::{Probe, ProbeError};
 use super::proxy::{Proxied, Shared};
 use super::reattach::{self, REATTACH_ENV};
 use super::recorder::Recorder;
@@ -162,8 +163,31 @@ impl Door {
         self.shared
             .configs
             .lock()
-            .map(|c| c.clone())
+            .map(|c| {
+                c.iter()
+                    .map(|c| (c.provider.clone(), c.config.clone()))
+                    .collect()
+            })
             .unwrap_or_default()
+    }
+
+    /// A plugin of the door's own for the provider terraform configured with `config`, configured alike, to read live objects with ([`Probe`]).
+    pub async fn probe(&self, config: &serde_json::Value) -> Result<Probe, ProbeError> {
+        let configured = self
+            .shared
+            .configs
+            .lock()
+            .ok()
+            .and_then(|c| c.iter().find(|c| c.config == *config).cloned())
+            .ok_or(ProbeError::NotConfigured)?;
+        let proxied = self
+            .providers
+            .iter()
+            .find(|p| *p.address() == configured.provider)
+            .ok_or(ProbeError::NotConfigured)?;
+        let probe = Probe::start(proxied.plugin(), &self.shared, &configured.message).await;
+        self.shared.launches.fetch_add(1, Ordering::Relaxed);
+        probe
     }
 
     /// How many plugin processes the door has started.

@@ -15,6 +15,7 @@ pub mod dynamic;
 pub mod launch;
 pub mod lockfile;
 pub mod marking;
+pub mod probe;
 pub mod proto;
 pub mod proxy;
 pub mod reattach;

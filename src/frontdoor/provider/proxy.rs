@@ -37,6 +37,17 @@ use super::proto::tfplugin5::configure_provider;
 use super::recorder::{Recorder, is_apply_call};
 use super::schema_cache::{Answer, SchemaCache, frame, framed_message, is_schema_call};
 
+/// One configuration terraform configured a marked provider with.
+#[derive(Clone)]
+pub struct Configured {
+    /// The provider.
+    pub provider: ProviderAddress,
+    /// The configuration, as JSON.
+    pub config: serde_json::Value,
+    /// The configure call's message as terraform sent it (before the door's `ignore_tags`), for the door's own probes.
+    pub message: Bytes,
+}
+
 /// What every provider of one door shares.
 pub struct Shared {
     /// The certificate every plugin is given.
@@ -49,8 +60,8 @@ pub struct Shared {
     pub recorder: Mutex<Option<Arc<Recorder>>>,
     /// The estate whose live markers the door handles, unless markers are off.
     pub marking: Option<Marking>,
-    /// Every distinct configuration a marked provider was configured with (JSON; it may hold credentials, so it is never logged).
-    pub configs: Mutex<Vec<(ProviderAddress, serde_json::Value)>>,
+    /// Every distinct configuration a marked provider was configured with (it may hold credentials, so it is never logged).
+    pub configs: Mutex<Vec<Configured>>,
 }
 
 impl Shared {
@@ -74,6 +85,7 @@ struct Provider {
 
 /// One provider served through the door; its plugins end when it is dropped.
 pub struct Proxied {
+    plugin: Plugin,
     address: ProviderAddress,
     socket: PathBuf,
     protocol: u32,
@@ -100,8 +112,9 @@ impl Proxied {
             spare: Mutex::new(Some(first)),
             schema: SchemaCache::default(),
         });
-        let accepting = tokio::spawn(accept(listener, plugin, shared, provider));
+        let accepting = tokio::spawn(accept(listener, plugin.clone(), shared, provider));
         Ok(Proxied {
+            plugin,
             address,
             socket,
             protocol,
@@ -112,6 +125,11 @@ impl Proxied {
     /// The provider.
     pub fn address(&self) -> &ProviderAddress {
         &self.address
+    }
+
+    /// What its plugins are started from.
+    pub fn plugin(&self) -> &Plugin {
+        &self.plugin
     }
 
     /// The socket terraform reattaches to.
@@ -381,7 +399,12 @@ async fn configure_marked(conn: &Conn, live: &Live, req: Request<Incoming>) -> R
     let changed = framed_message(&request).and_then(|m| {
         match configure_provider::Request::decode(m) {
             Ok(call) => match dynamic::to_json(call.config.as_ref()) {
-                Ok(config) => keep_config(&conn.shared, &conn.plugin.address, config),
+                Ok(config) => keep_config(
+                    &conn.shared,
+                    &conn.plugin.address,
+                    config,
+                    Bytes::copy_from_slice(m),
+                ),
                 Err(e) => {
                     tracing::warn!(provider = %conn.plugin.address, error = %e, "provider door: a provider configuration could not be read for the marker listings");
                 }
@@ -411,12 +434,23 @@ async fn configure_marked(conn: &Conn, live: &Live, req: Request<Incoming>) -> R
     forward_body(live, Request::from_parts(parts, whole_body(sent, None))).await
 }
 
-/// Keep `config` among the provider's configurations, once.
-fn keep_config(shared: &Shared, provider: &ProviderAddress, config: serde_json::Value) {
+/// Keep `config` (and the `message` that carried it) among the provider's configurations, once.
+fn keep_config(
+    shared: &Shared,
+    provider: &ProviderAddress,
+    config: serde_json::Value,
+    message: Bytes,
+) {
     if let Ok(mut configs) = shared.configs.lock()
-        && !configs.iter().any(|(p, c)| p == provider && *c == config)
+        && !configs
+            .iter()
+            .any(|c| c.provider == *provider && c.config == config)
     {
-        configs.push((provider.clone(), config));
+        configs.push(Configured {
+            provider: provider.clone(),
+            config,
+            message,
+        });
     }
 }
 
