@@ -39,7 +39,7 @@ pub enum ProbeError {
     NotConfigured,
     /// The probe's plugin could not be started or reached.
     #[error(transparent)]
-    Launch(#[from] LaunchError),
+    Launch(#[from] Box<LaunchError>),
     /// A call failed on the wire, or its answer was not one gRPC message.
     #[error("the provider's {call} call failed: {why}")]
     Call {
@@ -87,8 +87,10 @@ impl Probe {
         shared: &Shared,
         message: &[u8],
     ) -> Result<Probe, ProbeError> {
-        let upstream = Upstream::launch(plugin, &shared.identity, &shared.sockets).await?;
-        let sender = upstream.connect(&shared.identity).await?;
+        let upstream = Upstream::launch(plugin, &shared.identity, &shared.sockets)
+            .await
+            .map_err(Box::new)?;
+        let sender = upstream.connect(&shared.identity).await.map_err(Box::new)?;
         let (prefix, schema, configure) = match upstream.protocol() {
             6 => (
                 "/tfplugin6.Provider/",
