@@ -7,36 +7,14 @@
 
 use testkit as common;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::tf::{text, turn};
-use common::{procs, s3_authority, s3_endpoint};
+use common::{procs, s3_authority};
 use serde_json::Value;
 
+use crate::aws_door::{boto3, with};
 use crate::door_pairs::{live_pairs, pair_vars, pairs_root};
-
-fn with<'a>(first: &[&'a str], rest: &'a [String]) -> Vec<&'a str> {
-    let mut all = first.to_vec();
-    all.extend(rest.iter().map(String::as_str));
-    all
-}
-
-/// Run a boto3 `script` against moto with `args` after the endpoint; what it prints, as JSON.
-fn boto3(script: &str, args: &[&str]) -> Value {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let prelude = "import json, sys, boto3\nkw = dict(endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\ns3, ec2 = boto3.client('s3', **kw), boto3.client('ec2', **kw)\n";
-    let out = Command::new(python)
-        .arg("-c")
-        .arg(format!("{prelude}{script}"))
-        .arg(s3_endpoint())
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "boto3: {}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 /// The `tofu-address` tag of bucket `name`, if it has one.
 fn bucket_address(name: &str) -> Option<String> {

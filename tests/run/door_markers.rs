@@ -14,34 +14,15 @@ use common::tf::{Records, Root, text, turn};
 use common::{procs, s3_authority, s3_endpoint};
 use serde_json::Value;
 
+use crate::aws_door::{aws_vars, boto3, mirror_root, with as args};
+
 /// A copy of the markers_aws root on local records, on the mirror, initialised.
 fn aws_root(estate: &str) -> Root {
-    let root = Root::new("markers_aws", estate, &Records::Local);
-    std::fs::write(
-        &root.cli_config,
-        cli_config(Path::new("/nonexistent"), true),
-    )
-    .unwrap();
-    root.ok(&["init", "-input=false"]);
-    root
+    mirror_root("markers_aws", estate)
 }
 
 fn vars(prefix: &str, objects: &[&str]) -> Vec<String> {
-    let set: Vec<String> = objects.iter().map(|o| format!("\"{o}\"")).collect();
-    vec![
-        "-var".into(),
-        format!("endpoint={}", s3_endpoint()),
-        "-var".into(),
-        format!("prefix={prefix}"),
-        "-var".into(),
-        format!("objects=[{}]", set.join(",")),
-    ]
-}
-
-fn args<'a>(first: &[&'a str], rest: &'a [String]) -> Vec<&'a str> {
-    let mut all = first.to_vec();
-    all.extend(rest.iter().map(String::as_str));
-    all
+    aws_vars(prefix, "objects", objects)
 }
 
 /// What boto3 sees live under `prefix`: the parameter's tags, and each bucket's and role's name and tags.
@@ -427,21 +408,6 @@ fn a_run_killed_during_server_named_creates_is_bound_by_the_next_run_not_duplica
         text(&plan.stdout),
         text(&plan.stderr)
     );
-}
-
-/// Run a boto3 `script` against moto with `args` after the endpoint; what it prints, as JSON.
-fn boto3(script: &str, args: &[&str]) -> Value {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let prelude = "import json, sys, boto3\nkw = dict(endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\n";
-    let out = Command::new(python)
-        .arg("-c")
-        .arg(format!("{prelude}{script}"))
-        .arg(s3_endpoint())
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "boto3: {}", text(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// How many IAM roles the account holds.

@@ -10,40 +10,20 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use common::cdftest::cli_config;
 use common::s3_endpoint;
-use common::tf::{Records, Root, text, turn};
+use common::tf::{Root, text, turn};
 use serde_json::Value;
+
+use crate::aws_door::{aws_vars, mirror_root, with};
 
 /// A copy of the markers_pairs root on local records, on the mirror, initialised.
 pub fn pairs_root(estate: &str) -> Root {
-    let root = Root::new("markers_pairs", estate, &Records::Local);
-    std::fs::write(
-        &root.cli_config,
-        cli_config(Path::new("/nonexistent"), true),
-    )
-    .unwrap();
-    root.ok(&["init", "-input=false"]);
-    root
+    mirror_root("markers_pairs", estate)
 }
 
 /// The root's variables: moto's endpoint, the objects' name prefix and which pairs it holds.
 pub fn pair_vars(prefix: &str, kinds: &[&str]) -> Vec<String> {
-    let set: Vec<String> = kinds.iter().map(|o| format!("\"{o}\"")).collect();
-    vec![
-        "-var".into(),
-        format!("endpoint={}", s3_endpoint()),
-        "-var".into(),
-        format!("prefix={prefix}"),
-        "-var".into(),
-        format!("kinds=[{}]", set.join(",")),
-    ]
-}
-
-fn with<'a>(first: &[&'a str], rest: &'a [String]) -> Vec<&'a str> {
-    let mut all = first.to_vec();
-    all.extend(rest.iter().map(String::as_str));
-    all
+    aws_vars(prefix, "kinds", kinds)
 }
 
 /// Every live object of the pairs boto3 finds for `prefix` (estate `estate` for those named by no prefix): `(address it must carry, its tags)`.

@@ -1,5 +1,6 @@
 //! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations, the terraform shim.
 
+mod aws_door;
 mod door;
 mod door_guard;
 mod door_markers;
