@@ -238,6 +238,8 @@ async fn a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat(kind: Ki
         Err(ClaimRefused::Change(e)) => {
             assert_eq!(e.held.len(), 1);
             assert_eq!(e.held[0].holder.run_id, "r", "{e}");
+            // Its program is named from its mark, before any run record says it.
+            assert_eq!(e.held[0].holder.program(), Some(r.program()), "{e}");
         }
         Err(other) => panic!("refused for another reason: {other}"),
         Ok(taken) => panic!(

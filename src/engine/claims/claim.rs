@@ -129,6 +129,7 @@ impl Claims {
                     since: since.clone(),
                     heartbeat_millis,
                     dependencies: w.dependencies.clone(),
+                    program: Some(run.program().clone()),
                 };
                 writes.push((w.address.clone(), mark.encode()?, precondition));
             }

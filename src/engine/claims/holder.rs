@@ -17,6 +17,8 @@ pub struct Holder {
     pub since: String,
     /// Its run record as read (none: it has no readable record).
     pub record: Option<HolderRecord>,
+    /// The program stamp its mark carries (none in marks older programs wrote).
+    pub marked_by: Option<ProgramStamp>,
 }
 
 /// What a holder's run record says of it.
@@ -35,6 +37,7 @@ impl Holder {
             run_id: mark.run_id.clone(),
             operation: mark.operation,
             since: mark.since.clone(),
+            marked_by: mark.program.clone(),
             record: record.map(|r| HolderRecord {
                 program: r.program.clone(),
                 heartbeat_at: r.heartbeat_at.clone(),
@@ -42,9 +45,12 @@ impl Holder {
         }
     }
 
-    /// Its program stamp, from its run record.
+    /// Its program stamp, from its run record, else from its mark.
     pub fn program(&self) -> Option<&ProgramStamp> {
-        self.record.as_ref().map(|r| &r.program)
+        self.record
+            .as_ref()
+            .map(|r| &r.program)
+            .or(self.marked_by.as_ref())
     }
 
     /// Its last heartbeat, from its run record.

@@ -84,6 +84,7 @@ pub struct Liveness {
     layout: Layout,
     run_id: String,
     interval: Duration,
+    program: ProgramStamp,
     record: tokio::sync::Mutex<(RunRecord, Option<Version>)>,
     beat: tokio::task::JoinHandle<()>,
 }
@@ -104,7 +105,7 @@ impl Liveness {
             format: RUN_FORMAT.into(),
             estate: layout.estate().to_string(),
             run_id: run_id.to_string(),
-            program,
+            program: program.clone(),
             started_at: now.clone(),
             heartbeat_at: now,
             heartbeat_millis: millis(interval),
@@ -115,6 +116,7 @@ impl Liveness {
             layout,
             run_id: run_id.to_string(),
             interval,
+            program,
             record: tokio::sync::Mutex::new((record, None)),
             beat: tokio::spawn(heartbeat(weak.clone(), interval)),
         })
@@ -123,6 +125,11 @@ impl Liveness {
     /// The run's ID.
     pub fn run_id(&self) -> &str {
         &self.run_id
+    }
+
+    /// The program the run is.
+    pub fn program(&self) -> &ProgramStamp {
+        &self.program
     }
 
     /// How often it beats.

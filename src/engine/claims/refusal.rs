@@ -167,6 +167,7 @@ mod tests {
             run_id: run.into(),
             operation: Operation::Replace,
             since: "2026-11-30T00:00:00Z".into(),
+            marked_by: None,
             record: record.then(|| HolderRecord {
                 program: ProgramStamp {
                     commit: "0123456789abcdef".into(),

@@ -166,6 +166,7 @@ mod tests {
                 since: "2026-11-30T00:00:00Z".into(),
                 heartbeat_millis: 0,
                 dependencies: deps.iter().map(|d| d.to_string()).collect(),
+                program: None,
             },
             Version::new("v"),
         )

@@ -39,6 +39,9 @@ pub struct Mark {
     /// The resources this change depends on (resource or module addresses, without instance keys).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<String>,
+    /// Its run's program stamp, so its holder is named before the run's first heartbeat writes its run record (none in marks older programs wrote).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<ProgramStamp>,
 }
 
 /// A run's liveness record.
