@@ -375,7 +375,7 @@ pub fn summary(estate: impl Display, s: &RunSummary, carried: Carried<'_>, confl
             parts.push(format!("{n} {what} ({})", list(names)));
         }
     }
-    parts.push(format!("{} unchanged", s.unchanged));
+    parts.push(format!("{} unchanged", s.unchanged.len()));
     if !s.skipped.is_empty() {
         parts.push(format!(
             "{} skipped: not changed by this run's plan, and another run moved them or is changing them ({})",

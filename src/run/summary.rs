@@ -32,7 +32,7 @@ fn merge(s: &mut RunSummary, flushed: &Flushed) {
     s.updated.extend(report.already.iter().cloned());
     s.deleted.extend(report.deleted.iter().cloned());
     s.deleted.extend(report.already_gone.iter().cloned());
-    s.unchanged = report.unchanged;
+    s.unchanged = report.unchanged_of.iter().cloned().collect();
     s.skipped.extend(report.skipped.iter().cloned());
     for c in &report.conflicts {
         s.conflicts.insert(c.address.clone(), c.clone());
@@ -45,12 +45,8 @@ pub fn unwritten_exit(flushed: &Flushed) -> Option<i32> {
 }
 
 /// Print one line of what was written (with what the flush after terraform wrote), and every named conflict and error; the summary with the flush folded in.
-pub fn print(config: &LiveConfig, mut s: RunSummary, flushed: &Flushed) -> RunSummary {
-    merge(&mut s, flushed);
-    // A record this run created (at a provider's return, or in an earlier save) and then
-    // completed is told once, as created.
-    let created = s.created.clone();
-    s.updated.retain(|a| !created.contains(a));
+pub fn print(config: &LiveConfig, s: RunSummary, flushed: &Flushed) -> RunSummary {
+    let s = told(s, flushed);
     let carried = match flushed {
         Flushed::Nothing => Carried::Nothing,
         Flushed::Landed(_) => Carried::Landed,
@@ -62,6 +58,16 @@ pub fn print(config: &LiveConfig, mut s: RunSummary, flushed: &Flushed) -> RunSu
         conflicts: s.conflicts.values().cloned().collect(),
     };
     say::summary(&config.estate, &s, carried, &conflict);
+    s
+}
+
+/// The summary with the flush folded in, each record told once: one this run created (at a provider's return, or in an earlier save) and then completed, as created; one it wrote before the last write, not also as unchanged by it.
+fn told(mut s: RunSummary, flushed: &Flushed) -> RunSummary {
+    merge(&mut s, flushed);
+    let created = s.created.clone();
+    s.updated.retain(|a| !created.contains(a));
+    let written: BTreeSet<String> = s.created.union(&s.updated).cloned().collect();
+    s.unchanged.retain(|a| !written.contains(a));
     s
 }
 
@@ -205,7 +211,45 @@ async fn keep_markers_right(
 
 #[cfg(test)]
 mod tests {
-    use super::destroy_words;
+    use super::{Flushed, RunSummary, destroy_words, told};
+    use crate::engine::session::WriteReport;
+
+    fn names(of: &[&str]) -> std::collections::BTreeSet<String> {
+        of.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn a_record_this_run_wrote_is_told_once() {
+        // a and b were created at their provider's return, c by terraform's first save; the
+        // last save found a, b and c as it had them, and d, which an earlier run wrote.
+        let s = RunSummary {
+            writes: 1,
+            created: names(&["a", "b", "c"]),
+            updated: names(&["c"]),
+            unchanged: names(&["a", "b", "c", "d"]),
+            ..RunSummary::default()
+        };
+        let s = told(s, &Flushed::Nothing);
+        assert_eq!(s.created, names(&["a", "b", "c"]));
+        assert!(s.updated.is_empty());
+        assert_eq!(s.unchanged, names(&["d"]));
+        // The flush after terraform counts the same way.
+        let report = WriteReport {
+            created: vec!["e".into()],
+            unchanged: 2,
+            unchanged_of: vec!["a".into(), "f".into()],
+            ..WriteReport::default()
+        };
+        let s = told(
+            RunSummary {
+                created: names(&["a"]),
+                ..RunSummary::default()
+            },
+            &Flushed::Landed(report),
+        );
+        assert_eq!(s.created, names(&["a", "e"]));
+        assert_eq!(s.unchanged, names(&["f"]));
+    }
 
     #[test]
     fn a_destroy_ends_in_destroys_words() {

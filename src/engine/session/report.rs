@@ -75,6 +75,9 @@ pub struct WriteReport {
     pub deleted: Vec<String>,
     /// How many records were already as the document says.
     pub unchanged: usize,
+    /// The addresses of those records.
+    #[serde(skip)]
+    pub unchanged_of: Vec<String>,
     /// Deletes that found the record already gone.
     pub already_gone: Vec<String>,
     /// Records this run's plan does not change whose write was skipped: another run moved them, or holds their claim.

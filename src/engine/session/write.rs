@@ -398,6 +398,7 @@ fn diff(
         let precondition = match base.get(&key) {
             Some(entry) if entry.digest == digest && !cut(Mechanism::Diff) => {
                 report.unchanged += 1;
+                report.unchanged_of.push(record.address().to_string());
                 continue;
             }
             Some(entry) => Precondition::Matches(entry.version.clone()),

@@ -122,7 +122,7 @@ pub struct RunSummary {
     /// Addresses deleted.
     pub deleted: BTreeSet<String>,
     /// Records unchanged by the last write.
-    pub unchanged: usize,
+    pub unchanged: BTreeSet<String>,
     /// Records a saved plan does not change, skipped because another run moved them.
     pub skipped: BTreeSet<String>,
     /// Named conflicts, the latest per address.
@@ -150,7 +150,7 @@ impl RunSummary {
         self.updated.extend(report.updated.iter().cloned());
         self.deleted.extend(report.deleted.iter().cloned());
         self.deleted.extend(report.already_gone.iter().cloned());
-        self.unchanged = report.unchanged;
+        self.unchanged = report.unchanged_of.iter().cloned().collect();
         self.skipped.extend(report.skipped.iter().cloned());
         for c in &report.conflicts {
             self.conflicts.insert(c.address.clone(), c.clone());
