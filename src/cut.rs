@@ -181,6 +181,8 @@ pub enum Mechanism {
     BindTainted,
     /// `run` asking the provider itself whether a marked object is live and by which import ID (cut: the ARN table's ID, and every listed object taken as live).
     LiveRead,
+    /// `run` refusing a `state push` without `-force` of a file not pulled from the state it serves.
+    PushGuard,
 }
 
 impl Mechanism {
@@ -268,6 +270,7 @@ impl Mechanism {
         Mechanism::ReMark,
         Mechanism::BindTainted,
         Mechanism::LiveRead,
+        Mechanism::PushGuard,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -355,6 +358,7 @@ impl Mechanism {
             Mechanism::ReMark => "re-mark",
             Mechanism::BindTainted => "bind-tainted",
             Mechanism::LiveRead => "live-read",
+            Mechanism::PushGuard => "push-guard",
         }
     }
 

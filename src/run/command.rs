@@ -245,6 +245,20 @@ pub fn apply_command(cmd: &TfCommand) -> ApplyCommand {
     }
 }
 
+/// Whether `cmd` is `state push` without `-force` (on its command line, or in `TF_CLI_ARGS` or `TF_CLI_ARGS_state`).
+pub fn unforced_push(cmd: &TfCommand) -> bool {
+    if cmd.sub() != Some("state") || cmd.args.first().map(String::as_str) != Some("push") {
+        return false;
+    }
+    let forced = |a: &str| matches!(a.trim_start_matches('-'), "force" | "force=true");
+    let from_env: Vec<String> = ["TF_CLI_ARGS", "TF_CLI_ARGS_state"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .flat_map(|v| v.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    !cmd.args.iter().chain(&from_env).any(|a| forced(a))
+}
+
 /// The `plan -out=FILE` of a `plan` command, if it saves one.
 pub fn saved_plan_out(cmd: &TfCommand) -> Option<PathBuf> {
     if cmd.sub() != Some("plan") {
@@ -435,6 +449,16 @@ mod tests {
             ApplyCommand::Planned(s) => s,
             other => panic!("{words}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_push_is_guarded_unless_forced() {
+        assert!(unforced_push(&cmd("state push old.tfstate")));
+        assert!(unforced_push(&cmd("-chdir=x state push -")));
+        assert!(!unforced_push(&cmd("state push -force old.tfstate")));
+        assert!(!unforced_push(&cmd("state push --force=true old.tfstate")));
+        assert!(!unforced_push(&cmd("state pull")));
+        assert!(!unforced_push(&cmd("apply -auto-approve")));
     }
 
     #[test]

@@ -155,6 +155,10 @@ async fn as_given(ctx: &mut Ctx) -> Result<i32, RunError> {
             .limit_changes(std::collections::BTreeSet::new())
             .await;
     }
+    if command::unforced_push(&ctx.cmd) {
+        // Terraform's own check of a push compares serials, and ours are digests.
+        attempt.backend().guard_push();
+    }
     let mut all = ctx.cmd.subcommand.iter().cloned().collect::<Vec<_>>();
     all.extend(ctx.cmd.args.iter().cloned());
     let server = attempt.serve(ctx).await?;

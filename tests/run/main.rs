@@ -17,3 +17,4 @@ mod run_store_refused;
 mod run_terraform;
 mod saved_plans;
 mod shim;
+mod state_push;

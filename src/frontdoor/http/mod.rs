@@ -7,9 +7,12 @@
 //! DELETE is refused, and LOCK/UNLOCK are answered without holding anything. The `run`
 //! module is the command around it.
 
+mod push;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
@@ -164,6 +167,7 @@ pub struct Backend {
     session: Session,
     summary: Mutex<RunSummary>,
     max_body: usize,
+    push_guard: AtomicBool,
 }
 
 impl Backend {
@@ -178,6 +182,7 @@ impl Backend {
             session,
             summary: Mutex::new(RunSummary::default()),
             max_body,
+            push_guard: AtomicBool::new(false),
         })
     }
 
@@ -200,6 +205,11 @@ impl Backend {
             }
             Landed::Unchanged | Landed::Refused(_) => {}
         });
+    }
+
+    /// Refuse a state write not made from the state served just before it ([`push`]): for `terraform state push` without `-force`.
+    pub fn guard_push(&self) {
+        self.push_guard.store(true, Ordering::Relaxed);
     }
 
     /// A copy of the summary so far.
@@ -446,6 +456,18 @@ async fn read_body(
 }
 
 async fn post(backend: &Backend, body: &[u8]) -> Response {
+    if backend.push_guard.load(Ordering::Relaxed) && !cut(Mechanism::PushGuard) {
+        let served = if backend.session.snapshot().await.records.is_empty() {
+            None
+        } else {
+            backend.session.served().await.map(|(_, serial)| serial)
+        };
+        if let Err(e) = push::check(push::serial_of(body), served) {
+            let msg = e.to_string();
+            backend.note(|s| s.errors.push(msg.clone()));
+            return text(StatusCode::CONFLICT, format!("{msg}\n"));
+        }
+    }
     match backend.session.write_state(body).await {
         Ok(report) => {
             backend.note(|s| s.absorb(&report));
