@@ -24,7 +24,13 @@ fn a_push_of_an_older_pull_is_refused_without_force_and_overwrites_nothing() {
     let _turn = turn();
     root.init_and_apply();
     let mut old = pull(&root);
-    root.ok(&["apply", "-auto-approve", "-input=false", "-var", "db_version=v2"]);
+    root.ok(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-var",
+        "db_version=v2",
+    ]);
     assert_eq!(root.stored_input("db").as_deref(), Some("v2"));
     let now = pull(&root);
     let served = now["serial"].as_u64().unwrap();
