@@ -21,11 +21,11 @@ variable "prefix" {
 }
 
 # Which pairs the root holds: s3, sqs, sg (two groups, and an ingress and an egress rule without
-# tags on the named one), eip, igw, iam; and kms (two keys, which a destroy leaves pending
-# deletion: not in the default set).
+# tags on the named one), eip, igw, iam, order (a named bucket that waits on a prefixed one);
+# and kms (two keys, which a destroy leaves pending deletion: not in the default set).
 variable "kinds" {
   type    = set(string)
-  default = ["s3", "sqs", "sg", "eip", "igw", "iam"]
+  default = ["s3", "sqs", "sg", "eip", "igw", "iam", "order"]
 }
 
 provider "aws" {
@@ -60,6 +60,7 @@ locals {
   igw = contains(var.kinds, "igw") ? 1 : 0
   iam = contains(var.kinds, "iam") ? 1 : 0
   kms = contains(var.kinds, "kms") ? 1 : 0
+  ord = contains(var.kinds, "order") ? 1 : 0
   vpc = max(local.sg, local.igw)
 }
 
@@ -163,4 +164,18 @@ resource "aws_kms_key" "prefixed" {
   count                   = local.kms
   description             = "${var.prefix}-p-"
   deletion_window_in_days = 7
+}
+
+# A named bucket that waits on a prefixed one: the prefixed bucket's call comes first and alone,
+# and a match that let a null or an unknown agree with anything would give it the named
+# bucket's change, whose address sorts first.
+resource "aws_s3_bucket" "lead" {
+  count      = local.ord
+  bucket     = "${var.prefix}-lead"
+  depends_on = [aws_s3_bucket.trail]
+}
+
+resource "aws_s3_bucket" "trail" {
+  count         = local.ord
+  bucket_prefix = "${var.prefix}-t-"
 }
