@@ -14,12 +14,17 @@ use crate::frontdoor::http::RunSummary;
 
 /// Print one line on stderr, after the program's name.
 fn line(text: impl Display) {
-    eprintln!("choudoufu-live: {text}");
+    whole(format!("choudoufu-live: {text}\n"));
 }
 
 /// Print one warning on stderr.
 fn warning(text: impl Display) {
-    eprintln!("choudoufu-live: warning: {text}");
+    whole(format!("choudoufu-live: warning: {text}\n"));
+}
+
+/// Write `text` to stderr in one write, so no reader (a terminal shared with terraform, a CI log, a test reading it as it comes) ever sees a line half written: stderr is unbuffered, and `eprintln!` writes each piece of its format on its own.
+fn whole(text: String) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
 /// A duration to the second, as humans write it.

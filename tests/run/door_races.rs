@@ -387,7 +387,12 @@ fn a_waiting_apply_takes_over_a_killed_runs_aws_parameter_and_lands_alone() {
         &["--wait=90s"],
         &apply(&counted.endpoint, &prefix, "next"),
     );
-    b.wait_until("its wait for A", |w| w.stderr().contains("waiting up to"));
+    // The whole line, which names A's run.
+    b.wait_until("its wait for A", |w| {
+        w.stderr()
+            .split_once("waiting up to")
+            .is_some_and(|(_, rest)| rest.contains('\n'))
+    });
     let a_run = b
         .stderr()
         .lines()
