@@ -185,9 +185,9 @@ impl Door {
             .iter()
             .find(|p| *p.address() == configured.provider)
             .ok_or(ProbeError::NotConfigured)?;
-        let probe = Probe::start(proxied.plugin(), &self.shared, &configured.message).await;
+        let probe = Probe::start(proxied.plugin(), &self.shared, &configured.message).await?;
         self.shared.launches.fetch_add(1, Ordering::Relaxed);
-        probe
+        Ok(probe)
     }
 
     /// How many plugin processes the door has started.

@@ -23,7 +23,7 @@ use super::launch::{LaunchError, Plugin, Upstream};
 use super::proto::tfplugin5::diagnostic::Severity;
 use super::proto::tfplugin5::{Diagnostic, import_resource_state, read_resource};
 use super::proxy::Shared;
-use super::schema_cache::{frame, framed_message};
+use super::schema_cache::{frame, framed_message, grpc_field};
 
 /// How long one probe call may take before the probe gives up on it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -208,15 +208,12 @@ impl Probe {
             .await
             .map_err(|_| failed("the answer did not end in time".into()))?
             .map_err(|e| failed(e.to_string()))?;
-        let trailers = collected.trailers().cloned().unwrap_or_default();
-        let status = trailers
-            .get("grpc-status")
-            .or_else(|| parts.headers.get("grpc-status"))
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let trailers = collected.trailers().cloned();
+        let field = |name| grpc_field(trailers.as_ref(), &parts.headers, name);
+        let status =
+            field("grpc-status").map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
         if status.as_deref() != Some("0") {
-            let message = trailers
-                .get("grpc-message")
-                .or_else(|| parts.headers.get("grpc-message"))
+            let message = field("grpc-message")
                 .map(|v| {
                     percent_encoding::percent_decode(v.as_bytes())
                         .decode_utf8_lossy()

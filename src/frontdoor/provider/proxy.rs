@@ -35,7 +35,7 @@ use super::lockfile::ProviderAddress;
 use super::marking::{self, Marking};
 use super::proto::tfplugin5::configure_provider;
 use super::recorder::{Recorder, is_apply_call};
-use super::schema_cache::{Answer, SchemaCache, frame, framed_message, is_schema_call};
+use super::schema_cache::{Answer, SchemaCache, frame, framed_message, grpc_field, is_schema_call};
 
 /// One configuration terraform configured a marked provider with.
 #[derive(Clone)]
@@ -352,10 +352,7 @@ async fn apply_recorded(
     };
     let trailers = collected.trailers().cloned();
     let mut answer = collected.to_bytes();
-    let ok = trailers
-        .as_ref()
-        .and_then(|t| t.get("grpc-status"))
-        .or_else(|| parts.headers.get("grpc-status"))
+    let ok = grpc_field(trailers.as_ref(), &parts.headers, "grpc-status")
         .is_some_and(|v| v.as_bytes() == b"0");
     match (ok, outgoing, framed_message(&answer)) {
         (true, Some(outgoing), Some(message)) => {

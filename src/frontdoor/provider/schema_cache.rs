@@ -45,6 +45,17 @@ pub fn framed_message(body: &[u8]) -> Option<&[u8]> {
     (u32::from_be_bytes(*len) as usize == message.len()).then_some(message)
 }
 
+/// A gRPC answer's `name` (`grpc-status`, `grpc-message`): from its trailers, else from its headers (a trailers-only answer).
+pub fn grpc_field<'a>(
+    trailers: Option<&'a HeaderMap>,
+    headers: &'a HeaderMap,
+    name: &str,
+) -> Option<&'a hyper::header::HeaderValue> {
+    trailers
+        .and_then(|t| t.get(name))
+        .or_else(|| headers.get(name))
+}
+
 /// `message` framed as the one uncompressed message of a gRPC body.
 pub fn frame(message: &[u8]) -> hyper::body::Bytes {
     let len = u32::try_from(message.len()).unwrap_or(u32::MAX);
