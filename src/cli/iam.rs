@@ -2,12 +2,12 @@
 
 use std::path::Path;
 
-use aws_sdk_iam::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use clap::{Args, Subcommand};
 
 use super::error::CliError;
-use super::policy;
-use crate::cloud::aws::iam;
+use crate::cloud::aws::iam::{self, Applied, apply_policy, client};
+use crate::cloud::azure::policy as azure_policy;
+use crate::cloud::gcs::policy as gcs_policy;
 use crate::config::{ConfigError, LiveConfig};
 use crate::engine::layout::EstateName;
 use crate::store::azure::parse_connection_string;
@@ -60,18 +60,6 @@ pub struct ApplyArgs {
     /// The IAM endpoint (default: the live block's `endpoint`, else AWS).
     #[arg(long)]
     pub endpoint: Option<String>,
-}
-
-/// An IAM call failed.
-#[derive(Debug, thiserror::Error)]
-#[error("IAM {op} on role {role} failed: {message}")]
-pub struct IamError {
-    /// The operation.
-    pub op: &'static str,
-    /// The role.
-    pub role: String,
-    /// What IAM said.
-    pub message: String,
 }
 
 fn valid_bucket(bucket: &str) -> Result<(), CliError> {
@@ -210,89 +198,6 @@ fn live_endpoint(root: &Path) -> Result<Option<String>, CliError> {
     }
 }
 
-/// IAM's answer for a stored inline policy: URL-encoded JSON (some peers send it plain).
-fn parse_stored(doc: &str) -> Option<serde_json::Value> {
-    serde_json::from_str(doc).ok().or_else(|| {
-        let decoded = percent_encoding::percent_decode_str(doc)
-            .decode_utf8()
-            .ok()?;
-        serde_json::from_str(&decoded).ok()
-    })
-}
-
-fn fail<E>(op: &'static str, role: &str, err: &SdkError<E>) -> IamError
-where
-    E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
-{
-    IamError {
-        op,
-        role: role.to_string(),
-        message: format!("{}", DisplayErrorContext(err)),
-    }
-}
-
-/// What `apply` did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Applied {
-    /// The role had no such inline policy.
-    Created,
-    /// The role's inline policy differed and was replaced.
-    Updated,
-    /// The role's inline policy was already this one.
-    Unchanged,
-}
-
-/// Put `policy` on `role` as inline policy `name`, unless it is there already.
-pub async fn apply_policy(
-    client: &aws_sdk_iam::Client,
-    role: &str,
-    name: &str,
-    policy: &serde_json::Value,
-) -> Result<Applied, IamError> {
-    let existing = match client
-        .get_role_policy()
-        .role_name(role)
-        .policy_name(name)
-        .send()
-        .await
-    {
-        Ok(out) => Some(out.policy_document),
-        Err(e) if matches!(&e, SdkError::ServiceError(s) if s.err().is_no_such_entity_exception()) => {
-            None
-        }
-        Err(e) => return Err(fail("GetRolePolicy", role, &e)),
-    };
-    let outcome = match &existing {
-        Some(doc) if parse_stored(doc).as_ref() == Some(policy) => return Ok(Applied::Unchanged),
-        Some(_) => Applied::Updated,
-        None => Applied::Created,
-    };
-    client
-        .put_role_policy()
-        .role_name(role)
-        .policy_name(name)
-        .policy_document(policy.to_string())
-        .send()
-        .await
-        .map_err(|e| fail("PutRolePolicy", role, &e))?;
-    Ok(outcome)
-}
-
-/// An IAM client with credentials from the standard chain, on `endpoint` when given.
-pub async fn client(endpoint: Option<&str>) -> aws_sdk_iam::Client {
-    let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .load()
-        .await;
-    let mut builder = aws_sdk_iam::config::Builder::from(&shared);
-    if shared.region().is_none() {
-        builder = builder.region(aws_sdk_iam::config::Region::new("us-east-1"));
-    }
-    if let Some(endpoint) = endpoint {
-        builder = builder.endpoint_url(endpoint);
-    }
-    aws_sdk_iam::Client::from_conf(builder.build())
-}
-
 /// Run an `iam` command.
 pub async fn run(root: &Path, cmd: IamCommand) -> Result<i32, CliError> {
     match cmd {
@@ -310,25 +215,25 @@ pub async fn run(root: &Path, cmd: IamCommand) -> Result<i32, CliError> {
                 } => {
                     println!(
                         "{}",
-                        serde_json::to_string_pretty(&policy::azure_assignment(
+                        serde_json::to_string_pretty(&azure_policy::azure_assignment(
                             &estate, &account, &container
                         ))?
                     );
                     eprintln!(
                         "Assign it with:\n  {}\nThe run's safety check also reads the blob service properties and the container's ACL before the first write: give the identity that, or set skip_bucket_checks = true (unsafe).\n{}",
-                        policy::azure_command(&estate, &account, &container),
-                        policy::NOT_PROVEN
+                        azure_policy::azure_command(&estate, &account, &container),
+                        crate::cloud::POLICY_NOT_PROVEN
                     );
                 }
                 Target::Gcs { estate, bucket } => {
                     println!(
                         "{}",
-                        serde_json::to_string_pretty(&policy::gcs_binding(&estate, &bucket))?
+                        serde_json::to_string_pretty(&gcs_policy::gcs_binding(&estate, &bucket))?
                     );
-                    let [objects, check] = policy::gcs_commands(&estate, &bucket);
+                    let [objects, check] = gcs_policy::gcs_commands(&estate, &bucket);
                     eprintln!(
                         "Add it with (IAM conditions need uniform bucket-level access on, which `bucket setup` turns on):\n  {objects}\nand, for the run's safety check (bucket metadata only):\n  {check}\nListing is bucket-wide: IAM cannot narrow storage.objects.list by prefix, so the role sees the names of other estates' records, not their content.\n{}",
-                        policy::NOT_PROVEN
+                        crate::cloud::POLICY_NOT_PROVEN
                     );
                 }
             }

@@ -8,7 +8,6 @@ pub mod bucket;
 mod command;
 mod error;
 pub mod iam;
-pub mod policy;
 pub mod records;
 pub mod shim;
 

@@ -5,7 +5,7 @@ use std::fmt;
 use crate::cut::{Mechanism, cut};
 use crate::store::KeyRange;
 pub use crate::store::key::ROOT_PREFIX;
-use crate::store::key::segment as key_segment;
+use crate::store::key::{ESTATE_RECORD, Folder, IMAGE_RECORD, segment as key_segment};
 
 /// A validated estate name: 1 to 63 of `[A-Za-z0-9._-]`, starting with a letter or digit.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -101,12 +101,12 @@ impl Layout {
 
     /// The estate's meta record.
     pub fn estate_key(&self) -> String {
-        format!("{}_estate", self.prefix())
+        format!("{}{ESTATE_RECORD}", self.prefix())
     }
 
     /// The estate's image: one object under the estate's own prefix, so the estate's IAM policy covers it.
     pub fn image_key(&self) -> String {
-        format!("{}_image", self.prefix())
+        format!("{}{IMAGE_RECORD}", self.prefix())
     }
 
     /// The two parts of the key space that hold state, as (prefix, range) to list: the head
@@ -117,41 +117,44 @@ impl Layout {
         [
             (
                 prefix.clone(),
-                KeyRange::new(None, Some(format!("{prefix}p/"))),
+                KeyRange::new(None, Some(format!("{prefix}{}/", Folder::Pending.name()))),
             ),
-            (format!("{prefix}r/"), KeyRange::default()),
+            (
+                format!("{prefix}{}/", Folder::Resources.name()),
+                KeyRange::default(),
+            ),
         ]
     }
 
     /// The record key of a resource instance address.
     pub fn resource_key(&self, address: &str) -> String {
-        format!("{}r/{}", self.prefix(), key_segment(address))
+        self.key_in(Folder::Resources, address)
     }
 
     /// The record key of a root output.
     pub fn output_key(&self, name: &str) -> String {
-        format!("{}o/{}", self.prefix(), key_segment(name))
+        self.key_in(Folder::Outputs, name)
     }
 
     /// The pending-operation mark of an address.
     pub fn pending_key(&self, address: &str) -> String {
-        format!("{}p/{}", self.prefix(), key_segment(address))
+        self.key_in(Folder::Pending, address)
     }
 
     /// The liveness record of a run.
     pub fn run_key(&self, run_id: &str) -> String {
-        format!("{}runs/{}", self.prefix(), key_segment(run_id))
+        self.key_in(Folder::Runs, run_id)
     }
 
     /// The folder of the estate's write log: `wlog/` sorts after every state segment, the
     /// marks and the run records, so no listing of those meets an entry.
     pub fn log_prefix(&self) -> String {
-        format!("{}wlog/", self.prefix())
+        format!("{}{}/", self.prefix(), Folder::Log.name())
     }
 
     /// The record of a default provider configuration.
     pub fn provider_key(&self, address: &str) -> String {
-        format!("{}d/{}", self.prefix(), key_segment(address))
+        self.key_in(Folder::Providers, address)
     }
 
     /// What `key` holds, or `None` when it lies outside this estate's prefix.
@@ -163,25 +166,32 @@ impl Layout {
         } else {
             rest.strip_prefix(self.estate.as_str())?.strip_prefix('/')?
         };
-        Some(if rest == "_estate" {
-            KeyKind::Estate
-        } else if rest == "_image" {
-            KeyKind::Image
-        } else if rest.strip_prefix("r/").is_some_and(valid_segment) {
-            KeyKind::Resource
-        } else if rest.strip_prefix("o/").is_some_and(valid_segment) {
-            KeyKind::Output
-        } else if rest.strip_prefix("p/").is_some_and(valid_segment) {
-            KeyKind::Pending
-        } else if rest.strip_prefix("runs/").is_some_and(valid_segment) {
-            KeyKind::Run
-        } else if rest.strip_prefix("d/").is_some_and(valid_segment) {
-            KeyKind::Provider
-        } else if rest.strip_prefix("wlog/").is_some_and(valid_segment) {
-            KeyKind::Log
-        } else {
-            KeyKind::Unknown
+        if rest == ESTATE_RECORD {
+            return Some(KeyKind::Estate);
+        }
+        if rest == IMAGE_RECORD {
+            return Some(KeyKind::Image);
+        }
+        let Some((folder, segment)) = rest.split_once('/') else {
+            return Some(KeyKind::Unknown);
+        };
+        let folder = Folder::ALL.into_iter().find(|f| f.name() == folder);
+        Some(match folder {
+            Some(folder) if valid_segment(segment) => match folder {
+                Folder::Resources => KeyKind::Resource,
+                Folder::Outputs => KeyKind::Output,
+                Folder::Pending => KeyKind::Pending,
+                Folder::Runs => KeyKind::Run,
+                Folder::Providers => KeyKind::Provider,
+                Folder::Log => KeyKind::Log,
+            },
+            _ => KeyKind::Unknown,
         })
+    }
+
+    /// The key of `name` in `folder`.
+    fn key_in(&self, folder: Folder, name: &str) -> String {
+        format!("{}{}/{}", self.prefix(), folder.name(), key_segment(name))
     }
 }
 

@@ -72,8 +72,55 @@ pub fn name_of(key: &str) -> String {
     unescape(last).unwrap_or_else(|| key.to_string())
 }
 
+/// A folder of an estate's key space, `tofu-records/<estate>/<folder>/<segment>`: the one list of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Folder {
+    /// Resource instance records (`r/`).
+    Resources,
+    /// Root output records (`o/`).
+    Outputs,
+    /// Pending-operation marks (`p/`).
+    Pending,
+    /// Runs' liveness records (`runs/`).
+    Runs,
+    /// Default provider records (`d/`).
+    Providers,
+    /// Write log entries (`wlog/`): sorts after every other folder, so no listing of those meets one.
+    Log,
+}
+
+impl Folder {
+    /// Every folder.
+    pub const ALL: [Folder; 6] = [
+        Folder::Resources,
+        Folder::Outputs,
+        Folder::Pending,
+        Folder::Runs,
+        Folder::Providers,
+        Folder::Log,
+    ];
+
+    /// The folder's name in a key.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Folder::Resources => "r",
+            Folder::Outputs => "o",
+            Folder::Pending => "p",
+            Folder::Runs => "runs",
+            Folder::Providers => "d",
+            Folder::Log => LOG_FOLDER,
+        }
+    }
+}
+
 /// The folder of an estate's write log entries: `tofu-records/<estate>/wlog/...`.
 pub const LOG_FOLDER: &str = "wlog";
+
+/// The estate's meta record's name, right under its prefix.
+pub const ESTATE_RECORD: &str = "_estate";
+
+/// The estate's image's name, right under its prefix.
+pub const IMAGE_RECORD: &str = "_image";
 
 /// Whether `key` is a write log entry of some estate: `tofu-records/<estate>/wlog/<name>`.
 pub fn is_log_entry(key: &str) -> bool {

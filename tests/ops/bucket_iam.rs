@@ -538,7 +538,7 @@ fn iam_policy_refuses_bad_input() {
 #[tokio::test]
 async fn iam_apply_puts_the_inline_policy_once() {
     let endpoint = common::s3_endpoint();
-    let iam = choudoufu_live::cli::iam::client(Some(&endpoint)).await;
+    let iam = choudoufu_live::cloud::aws::iam::client(Some(&endpoint)).await;
     let role = common::unique_bucket("role");
     iam.create_role()
         .role_name(&role)

@@ -1,4 +1,5 @@
-//! The IAM policy a per-estate role needs: its own records only, and cloud writes on its own tag.
+//! The IAM policy a per-estate role needs (its own records only, and cloud writes on its own tag),
+//! and putting it on a role.
 //!
 //! Three parts:
 //! - records: get/put/delete (and object tagging) on `arn:aws:s3:::B/tofu-records/E/*` only,
@@ -14,6 +15,7 @@
 //! The lists are a starting point: extend [`TAGGED_WRITE_ACTIONS`] and [`CREATE_ACTIONS`]
 //! with the actions of the services an estate uses, keeping the conditions.
 
+use aws_sdk_iam::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use serde_json::{Value, json};
 
 use crate::cut::{Mechanism, cut};
@@ -222,4 +224,99 @@ pub fn policy(estate: &EstateName, bucket: &str, region: Option<&str>) -> Value 
 pub fn policy_json(estate: &EstateName, bucket: &str, region: Option<&str>) -> String {
     let value = policy(estate, bucket, region);
     serde_json::to_string_pretty(&value).unwrap_or_else(|_| value.to_string())
+}
+
+/// An IAM call failed.
+#[derive(Debug, thiserror::Error)]
+#[error("IAM {op} on role {role} failed: {message}")]
+pub struct IamError {
+    /// The operation.
+    pub op: &'static str,
+    /// The role.
+    pub role: String,
+    /// What IAM said.
+    pub message: String,
+}
+
+/// IAM's answer for a stored inline policy: URL-encoded JSON (some peers send it plain).
+fn parse_stored(doc: &str) -> Option<serde_json::Value> {
+    serde_json::from_str(doc).ok().or_else(|| {
+        let decoded = percent_encoding::percent_decode_str(doc)
+            .decode_utf8()
+            .ok()?;
+        serde_json::from_str(&decoded).ok()
+    })
+}
+
+fn fail<E>(op: &'static str, role: &str, err: &SdkError<E>) -> IamError
+where
+    E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
+{
+    IamError {
+        op,
+        role: role.to_string(),
+        message: format!("{}", DisplayErrorContext(err)),
+    }
+}
+
+/// What `apply` did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The role had no such inline policy.
+    Created,
+    /// The role's inline policy differed and was replaced.
+    Updated,
+    /// The role's inline policy was already this one.
+    Unchanged,
+}
+
+/// Put `policy` on `role` as inline policy `name`, unless it is there already.
+pub async fn apply_policy(
+    client: &aws_sdk_iam::Client,
+    role: &str,
+    name: &str,
+    policy: &serde_json::Value,
+) -> Result<Applied, IamError> {
+    let existing = match client
+        .get_role_policy()
+        .role_name(role)
+        .policy_name(name)
+        .send()
+        .await
+    {
+        Ok(out) => Some(out.policy_document),
+        Err(e) if matches!(&e, SdkError::ServiceError(s) if s.err().is_no_such_entity_exception()) => {
+            None
+        }
+        Err(e) => return Err(fail("GetRolePolicy", role, &e)),
+    };
+    let outcome = match &existing {
+        Some(doc) if parse_stored(doc).as_ref() == Some(policy) => return Ok(Applied::Unchanged),
+        Some(_) => Applied::Updated,
+        None => Applied::Created,
+    };
+    client
+        .put_role_policy()
+        .role_name(role)
+        .policy_name(name)
+        .policy_document(policy.to_string())
+        .send()
+        .await
+        .map_err(|e| fail("PutRolePolicy", role, &e))?;
+    Ok(outcome)
+}
+
+/// An IAM client with credentials from the standard chain, on `endpoint` when given.
+pub async fn client(endpoint: Option<&str>) -> aws_sdk_iam::Client {
+    let shared = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    let mut builder = aws_sdk_iam::config::Builder::from(&shared);
+    if shared.region().is_none() {
+        builder = builder.region(aws_sdk_iam::config::Region::new("us-east-1"));
+    }
+    if let Some(endpoint) = endpoint {
+        builder = builder.endpoint_url(endpoint);
+    }
+    aws_sdk_iam::Client::from_conf(builder.build())
 }

@@ -1,0 +1,3 @@
+//! Azure beyond its record store: the per-estate access policy.
+
+pub mod policy;

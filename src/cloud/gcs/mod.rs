@@ -1,0 +1,3 @@
+//! Google Cloud beyond its record store: the per-estate access policy.
+
+pub mod policy;
