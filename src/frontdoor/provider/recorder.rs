@@ -210,7 +210,7 @@ impl Recorder {
         rewritten
     }
 
-    /// Write the record of `call`'s answer `resp`.
+    /// Write the record of `call`'s answer `resp` (nothing when its schema version is not known).
     async fn record(&self, schema: &SchemaCache, call: Call, resp: &Response) {
         let Call {
             type_name, planned, ..
@@ -238,13 +238,13 @@ impl Recorder {
             }
         } else {
             let held = session.instance_of(&address).await;
-            let schema_version = schema
-                .version(&type_name)
-                .or_else(|| {
-                    held.as_ref()
-                        .and_then(|(_, i)| i["schema_version"].as_u64())
-                })
-                .unwrap_or(0);
+            let Some(schema_version) =
+                schema_version(schema.version(&type_name), held.as_ref().map(|(_, i)| i))
+            else {
+                // Never a guessed 0: the next plan would upgrade the record from a version it is not.
+                tracing::warn!(address = %address, type_name = %type_name, "provider door: the resource type's schema version is not known; nothing recorded at its return; terraform's own save records it");
+                return;
+            };
             let instance = provider_return::instance(
                 &planned,
                 new_state,
@@ -275,5 +275,26 @@ impl Recorder {
                 tracing::warn!(address = %address, error = %e, "provider door: could not write the record at the provider's return; terraform's own save records it");
             }
         }
+    }
+}
+
+/// The schema version to record an object under: the provider's schema's, else the one its
+/// record already holds; `None` when neither says (a record is never written under a guess).
+fn schema_version(from_schema: Option<u64>, held: Option<&serde_json::Value>) -> Option<u64> {
+    from_schema.or_else(|| held.and_then(|i| i["schema_version"].as_u64()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_schema_version_is_never_guessed() {
+        let held = serde_json::json!({"schema_version": 2});
+        assert_eq!(super::schema_version(Some(1), Some(&held)), Some(1));
+        assert_eq!(super::schema_version(None, Some(&held)), Some(2));
+        assert_eq!(
+            super::schema_version(None, Some(&serde_json::json!({}))),
+            None
+        );
+        assert_eq!(super::schema_version(None, None), None);
     }
 }

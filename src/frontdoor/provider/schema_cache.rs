@@ -105,7 +105,8 @@ impl SchemaCache {
                 .ok()?
                 .resource_schemas
                 .into_iter()
-                .map(|(name, schema)| (name, u64::try_from(schema.version).unwrap_or(0)))
+                // A negative version is no version: such a type's objects are not recorded at return.
+                .filter_map(|(name, schema)| Some((name, u64::try_from(schema.version).ok()?)))
                 .collect();
             let _ = self.1.set(versions);
         }
