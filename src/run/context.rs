@@ -9,6 +9,7 @@ use super::claims::{Heartbeat, Hold};
 use super::command::TfCommand;
 use super::error::RunError;
 use super::signals::Signals;
+use super::tally::{RunSummary, RunTally};
 use super::terraform::Terraform;
 use crate::config::LiveConfig;
 use crate::cut::{Mechanism, cut};
@@ -16,7 +17,7 @@ use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
 use crate::engine::read_cache::ReadCache;
 use crate::engine::session::{RunInfo, Session};
-use crate::frontdoor::http::{self, Backend, RunSummary, Server};
+use crate::frontdoor::http::{self, Backend, Server};
 use crate::store::{DynStore, KeyRange, WriteGuard};
 
 /// terraform's commands that read no state: `run` starts them without checking the store.
@@ -118,6 +119,7 @@ impl Ctx {
 /// One session of the run, the claims it holds and, once it serves terraform, its server.
 pub struct Attempt {
     backend: Arc<Backend>,
+    tally: Arc<RunTally>,
     server: Option<Server>,
     claims: Hold,
 }
@@ -132,8 +134,10 @@ impl Attempt {
 
     /// A session that serves nothing yet.
     pub fn unserved(session: Session) -> Attempt {
+        let tally = Arc::new(RunTally::default());
         Attempt {
-            backend: Backend::new(session),
+            backend: Backend::new(session, tally.clone()),
+            tally,
             server: None,
             claims: Hold::default(),
         }
@@ -177,7 +181,7 @@ impl Attempt {
         if let Some(server) = self.server {
             server.stop().await;
         }
-        let summary = self.backend.summary();
+        let summary = self.tally.summary();
         (self.backend, summary)
     }
 }

@@ -23,6 +23,7 @@ mod say;
 mod signals;
 mod steps;
 mod summary;
+mod tally;
 mod terraform;
 
 use std::path::{Path, PathBuf};

@@ -19,10 +19,11 @@ use super::error::{EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError};
 use super::flush::{self, Flushed};
 use super::outputs::{self, Reconcile};
 use super::steps::{self, Applied, Plan};
+use super::tally::RunSummary;
 use super::terraform::{self, PlanDir, Stdout};
 use super::{say, summary};
 use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanRefused, PlanStamp};
-use crate::frontdoor::http::{Backend, RunSummary};
+use crate::frontdoor::http::Backend;
 use crate::frontdoor::provider::Recorder;
 use crate::telemetry::{self, ConflictKind};
 

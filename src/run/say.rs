@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::command::PlanKind;
+use super::tally::RunSummary;
 use crate::frontdoor::NO_LOCK;
-use crate::frontdoor::http::RunSummary;
 
 /// Print one line on stderr, after the program's name.
 fn line(text: impl Display) {

@@ -12,13 +12,14 @@ use super::liveness::{Liveness, marked_type};
 use super::remark::{self, Holders};
 use super::say::{self, Carried};
 use super::steps;
+use super::tally::RunSummary;
 use super::terraform::Stdout;
 use crate::cloud::aws::markers::{AwsLister, LiveObject, instance_address};
 use crate::config::LiveConfig;
 use crate::cut::{Mechanism, cut};
 use crate::engine::markers::Family;
 use crate::engine::session::RecordConflictError;
-use crate::frontdoor::http::{Backend, RunSummary};
+use crate::frontdoor::http::Backend;
 use crate::frontdoor::provider::probe::Found;
 
 /// Fold what the flush after terraform wrote into the run's summary.

@@ -524,9 +524,13 @@ impl Door {
             layout,
             RunInfo::new(ProgramStamp::default()),
         );
-        let server = http::serve(Backend::with_max_body(session, max_body))
-            .await
-            .unwrap();
+        let server = http::serve(Backend::with_max_body(
+            session,
+            Arc::new(http::NoTally),
+            max_body,
+        ))
+        .await
+        .unwrap();
         let env: BTreeMap<&str, String> = server.terraform_env().into_iter().collect();
         Door {
             url: env["TF_HTTP_ADDRESS"].clone(),

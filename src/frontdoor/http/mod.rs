@@ -9,11 +9,10 @@
 
 mod push;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Body;
@@ -31,7 +30,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::cut::{Mechanism, cut};
-use crate::engine::session::{Landed, RecordConflict, Session, SessionError, WriteReport};
+use crate::engine::session::{Landed, Session, SessionError, WriteReport};
 use crate::engine::state::MAX_STATE_BYTES;
 use crate::frontdoor::NO_LOCK;
 use crate::telemetry;
@@ -111,76 +110,60 @@ impl Credentials {
     }
 }
 
-/// What the run's writes did, over all of terraform's POSTs.
-#[derive(Clone, Debug, Default)]
-pub struct RunSummary {
-    /// State reads served.
-    pub reads: usize,
-    /// State writes received.
-    pub writes: usize,
-    /// Addresses created.
-    pub created: BTreeSet<String>,
-    /// Addresses updated.
-    pub updated: BTreeSet<String>,
-    /// Addresses deleted.
-    pub deleted: BTreeSet<String>,
-    /// Records unchanged by the last write.
-    pub unchanged: BTreeSet<String>,
-    /// Records a saved plan does not change, skipped because another run moved them.
-    pub skipped: BTreeSet<String>,
-    /// Named conflicts, the latest per address.
-    pub conflicts: BTreeMap<String, RecordConflict>,
-    /// Other errors, as told to terraform.
-    pub errors: Vec<String>,
-    /// Requests refused with 401: they did not carry this run's credentials.
-    pub unauthorized: usize,
+/// What a run's doors served, told as it happens to the run's [`Tally`].
+#[derive(Clone, Copy, Debug)]
+pub enum Served<'a> {
+    /// A state read.
+    Read,
+    /// A state write, with what it did to each record.
+    Wrote(&'a WriteReport),
+    /// A record the provider door wrote at a provider's return.
+    Recorded {
+        /// The resource instance.
+        address: &'a str,
+        /// What the write did.
+        landed: &'a Landed,
+    },
+    /// An error told to terraform.
+    Failed(&'a str),
+    /// A request refused with 401: it did not carry the run's credentials.
+    Unauthorized,
 }
 
-impl RunSummary {
-    /// The summary's line about refused requests, when there were any.
-    pub fn refusal_line(&self) -> Option<String> {
-        (self.unauthorized > 0).then(|| {
-            format!(
-                "choudoufu-live: refused {} request(s) to this run's state server without the run's credentials (401); they read and wrote nothing",
-                self.unauthorized
-            )
-        })
-    }
-
-    fn absorb(&mut self, report: &WriteReport) {
-        self.writes += 1;
-        self.created.extend(report.created.iter().cloned());
-        self.updated.extend(report.updated.iter().cloned());
-        self.deleted.extend(report.deleted.iter().cloned());
-        self.deleted.extend(report.already_gone.iter().cloned());
-        self.unchanged = report.unchanged_of.iter().cloned().collect();
-        self.skipped.extend(report.skipped.iter().cloned());
-        for c in &report.conflicts {
-            self.conflicts.insert(c.address.clone(), c.clone());
-        }
-    }
+/// Who keeps the account of what a backend served: the run's summary.
+pub trait Tally: Send + Sync + fmt::Debug {
+    /// Count `what`.
+    fn served(&self, what: Served<'_>);
 }
 
-/// One run's backend: its session and what it has done.
+/// A tally that keeps nothing: a backend served outside a run.
+#[derive(Debug)]
+pub struct NoTally;
+
+impl Tally for NoTally {
+    fn served(&self, _: Served<'_>) {}
+}
+
+/// One run's backend: its session, and the tally it tells what it served.
 #[derive(Debug)]
 pub struct Backend {
     session: Session,
-    summary: Mutex<RunSummary>,
+    tally: Arc<dyn Tally>,
     max_body: usize,
     push_guard: AtomicBool,
 }
 
 impl Backend {
-    /// A backend serving `session`.
-    pub fn new(session: Session) -> Arc<Self> {
-        Self::with_max_body(session, MAX_STATE_BYTES)
+    /// A backend serving `session`, telling `tally` what it served.
+    pub fn new(session: Session, tally: Arc<dyn Tally>) -> Arc<Self> {
+        Self::with_max_body(session, tally, MAX_STATE_BYTES)
     }
 
     /// A backend serving `session` that refuses state documents over `max_body` bytes.
-    pub fn with_max_body(session: Session, max_body: usize) -> Arc<Self> {
+    pub fn with_max_body(session: Session, tally: Arc<dyn Tally>, max_body: usize) -> Arc<Self> {
         Arc::new(Backend {
             session,
-            summary: Mutex::new(RunSummary::default()),
+            tally,
             max_body,
             push_guard: AtomicBool::new(false),
         })
@@ -191,20 +174,9 @@ impl Backend {
         &self.session
     }
 
-    /// Count one record the provider door wrote at a provider's return in the summary.
+    /// Tell the tally of one record the provider door wrote at a provider's return.
     pub fn note_instant(&self, address: &str, landed: &Landed) {
-        self.note(|s| match landed {
-            Landed::Created => {
-                s.created.insert(address.to_string());
-            }
-            Landed::Updated => {
-                s.updated.insert(address.to_string());
-            }
-            Landed::Deleted => {
-                s.deleted.insert(address.to_string());
-            }
-            Landed::Unchanged | Landed::Refused(_) => {}
-        });
+        self.note(Served::Recorded { address, landed });
     }
 
     /// Refuse a state write not made from the state served just before it ([`push`]): for `terraform state push` without `-force`.
@@ -212,15 +184,8 @@ impl Backend {
         self.push_guard.store(true, Ordering::Relaxed);
     }
 
-    /// A copy of the summary so far.
-    pub fn summary(&self) -> RunSummary {
-        self.summary.lock().map(|s| s.clone()).unwrap_or_default()
-    }
-
-    fn note(&self, f: impl FnOnce(&mut RunSummary)) {
-        if let Ok(mut s) = self.summary.lock() {
-            f(&mut s);
-        }
+    fn note(&self, what: Served<'_>) {
+        self.tally.served(what);
     }
 }
 
@@ -327,7 +292,7 @@ async fn authorize(
     // Nothing of the request is used: its body is dropped unread.
     let method = req.method().clone();
     drop(req);
-    backend.note(|s| s.unauthorized += 1);
+    backend.note(Served::Unauthorized);
     telemetry::metrics().unauthorized(refusal.as_str());
     tracing::warn!(
         method = %method,
@@ -391,13 +356,13 @@ async fn handle(
 async fn get(backend: &Backend) -> Response {
     match backend.session.refresh().await {
         Ok(()) => {
-            backend.note(|s| s.reads += 1);
+            backend.note(Served::Read);
             let doc = backend.session.state_document().await;
             (StatusCode::OK, [("content-type", "application/json")], doc).into_response()
         }
         Err(e) => {
             let msg = e.to_string();
-            backend.note(|s| s.errors.push(msg.clone()));
+            backend.note(Served::Failed(&msg));
             text(StatusCode::INTERNAL_SERVER_ERROR, format!("{msg}\n"))
         }
     }
@@ -416,7 +381,7 @@ async fn read_body(
         backend.max_body
     };
     let refuse = |status: StatusCode, msg: String| {
-        backend.note(|s| s.errors.push(msg.clone()));
+        backend.note(Served::Failed(&msg));
         text(status, format!("{msg}\n"))
     };
     let too_large = |size: String| {
@@ -464,13 +429,13 @@ async fn post(backend: &Backend, body: &[u8]) -> Response {
         };
         if let Err(e) = push::check(push::serial_of(body), served) {
             let msg = e.to_string();
-            backend.note(|s| s.errors.push(msg.clone()));
+            backend.note(Served::Failed(&msg));
             return text(StatusCode::CONFLICT, format!("{msg}\n"));
         }
     }
     match backend.session.write_state(body).await {
         Ok(report) => {
-            backend.note(|s| s.absorb(&report));
+            backend.note(Served::Wrote(&report));
             match report.into_result() {
                 Ok(_) => StatusCode::OK.into_response(),
                 Err(conflict) => text(StatusCode::CONFLICT, format!("{conflict}\n")),
@@ -478,7 +443,7 @@ async fn post(backend: &Backend, body: &[u8]) -> Response {
         }
         Err(e) => {
             let msg = e.to_string();
-            backend.note(|s| s.errors.push(msg.clone()));
+            backend.note(Served::Failed(&msg));
             let status = match e {
                 SessionError::State(_) => StatusCode::BAD_REQUEST,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -576,11 +541,14 @@ mod tests {
     async fn each_server_has_its_own_password() {
         let dir = tempfile::tempdir().unwrap();
         let backend = || {
-            Backend::new(Session::new(
-                Arc::new(LocalStore::new(dir.path())),
-                Layout::new(EstateName::parse("e").unwrap()),
-                RunInfo::new(ProgramStamp::default()),
-            ))
+            Backend::new(
+                Session::new(
+                    Arc::new(LocalStore::new(dir.path())),
+                    Layout::new(EstateName::parse("e").unwrap()),
+                    RunInfo::new(ProgramStamp::default()),
+                ),
+                Arc::new(NoTally),
+            )
         };
         let (a, b) = (
             serve(backend()).await.unwrap(),
