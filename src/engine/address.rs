@@ -75,13 +75,12 @@ pub fn instance_address(
     out
 }
 
-/// The resource (or module call) an instance address belongs to: instance keys and any `(deposed KEY)` left out.
-pub fn resource_of(address: &str) -> String {
-    let address = match address.find(" (deposed ") {
-        Some(i) => &address[..i],
-        None => address,
-    };
-    let mut out = String::with_capacity(address.len());
+/// The dot-separated names of an address, each instance key (`[...]`, quoted keys read with their escapes) left out: `module.m["a.b"].t.n[0]` is `module`, `m`, `t`, `n`.
+///
+/// The one reading of an address's structure: [`resource_of`], [`module_calls`] and
+/// [`referenced`] are each a view of it.
+pub fn parts(address: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
@@ -105,13 +104,61 @@ pub fn resource_of(address: &str) -> String {
             }
             continue;
         }
-        if c == '[' {
-            depth = 1;
-        } else {
-            out.push(c);
+        match c {
+            '[' => depth = 1,
+            '.' => out.push(String::new()),
+            c => {
+                if let Some(last) = out.last_mut() {
+                    last.push(c);
+                }
+            }
         }
     }
     out
+}
+
+/// An address without its ` (deposed KEY)` suffix.
+fn without_deposed(address: &str) -> &str {
+    match address.find(" (deposed ") {
+        Some(i) => &address[..i],
+        None => address,
+    }
+}
+
+/// The resource (or module call) an instance address belongs to: instance keys and any `(deposed KEY)` left out.
+pub fn resource_of(address: &str) -> String {
+    parts(without_deposed(address)).join(".")
+}
+
+/// The module calls of a module instance path, in order: `module.a[0].module.b["x"]` calls `a`, then `b`.
+pub fn module_calls(module: &str) -> Vec<String> {
+    let mut calls = Vec::new();
+    let mut it = parts(module).into_iter().filter(|n| !n.is_empty());
+    while let Some(n) = it.next() {
+        if n == "module"
+            && let Some(call) = it.next()
+        {
+            calls.push(call);
+        }
+    }
+    calls
+}
+
+/// The resource (or `module.NAME` call) a configuration reference names (`aws_vpc.v.id`, `module.n.out`), made absolute with module path `prefix` (`module.a.`); none for a variable, local, data source or other symbol.
+pub fn referenced(prefix: &str, reference: &str) -> Option<String> {
+    match parts(reference).as_slice() {
+        [first, ..]
+            if matches!(
+                first.as_str(),
+                "var" | "local" | "count" | "each" | "path" | "terraform" | "self" | "data"
+            ) =>
+        {
+            None
+        }
+        [module, name, ..] if module == "module" => Some(format!("{prefix}module.{name}")),
+        [ty, name, ..] => Some(format!("{prefix}{ty}.{name}")),
+        _ => None,
+    }
 }
 
 /// Whether the dependency `dep` (a resource or `module.NAME` address) names the instance `address`.
