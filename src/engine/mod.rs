@@ -1,4 +1,4 @@
-//! The engine: records, state documents, one run's session, claims and plan stamps.
+//! The engine: records, state documents, one run's session, claims, plans and plan stamps.
 //!
 //! It knows no HTTP, gRPC, cloud SDK or command line: the front doors translate their
 //! protocol into these calls, and every read and write goes through a [`crate::store`].
@@ -12,6 +12,7 @@ pub mod layout;
 pub mod log_writer;
 pub mod markers;
 pub mod operation;
+pub mod plan;
 pub mod plan_stamp;
 pub mod program;
 pub mod provider_return;

@@ -13,36 +13,24 @@
 //! flight (terraform applies a dependency first), so it takes no call meanwhile.
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use crate::cut::{Mechanism, cut};
-use crate::engine::address::{IndexKey, instance_address};
-use crate::engine::plan_stamp::resource_dependencies;
+use crate::engine::address::{IndexKey, instance_address, module_calls, resource_of};
+use crate::engine::operation::Operation;
+use crate::engine::plan::{InstanceIndex, Mode, Plan, ResourceChange};
 use crate::engine::state::ResourceMeta;
 
-/// What one provider apply call does to its instance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// A new object (no prior state).
-    Create,
-    /// An object changed in place.
-    Update,
-    /// An object removed (no planned state).
-    Delete,
-}
-
-impl Action {
-    /// The action of a call with this prior state and planned state (null when absent); none for a call with neither.
-    pub fn of_call(prior: &Value, planned: &Value) -> Option<Action> {
-        match (prior.is_null(), planned.is_null()) {
-            (true, false) => Some(Action::Create),
-            (false, false) => Some(Action::Update),
-            (false, true) => Some(Action::Delete),
-            (true, true) => None,
-        }
+/// What a provider apply call with this prior state and planned state (null when absent) does: a create, an update or a delete; none for a call with neither.
+pub fn call_operation(prior: &Value, planned: &Value) -> Option<Operation> {
+    match (prior.is_null(), planned.is_null()) {
+        (true, false) => Some(Operation::Create),
+        (false, false) => Some(Operation::Update),
+        (false, true) => Some(Operation::Delete),
+        (true, true) => None,
     }
 }
 
@@ -57,8 +45,8 @@ pub struct Planned {
     pub index_key: Value,
     /// The provider's source address (`registry.terraform.io/hashicorp/aws`).
     pub provider: String,
-    /// What the call does.
-    pub action: Action,
+    /// What the call does: a create, an update or a delete.
+    pub action: Operation,
     /// The plan's `before`.
     pub before: Value,
     /// The plan's `after` (unknown values left out or null).
@@ -102,7 +90,7 @@ impl Open {
         !p.depends_on.is_empty()
             && (self.in_flight.iter().any(|r| p.depends_on.contains(r))
                 || self.changes.iter().any(|o| {
-                    matches!(o.action, Action::Create | Action::Update)
+                    matches!(o.action, Operation::Create | Operation::Update)
                         && p.depends_on.contains(&o.resource)
                 }))
     }
@@ -116,31 +104,19 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// The changes of `plan` (`terraform show -json` of a saved plan) that a provider apply call makes.
+    /// The changes of `plan` that a provider apply call makes.
     ///
     /// A replacement that destroys first gives a delete and a create; one that creates
     /// first (`create_before_destroy`) gives none (the old object becomes deposed, which
     /// the door does not record).
-    pub fn from_plan(plan: &Value) -> Ledger {
+    pub fn from_plan(plan: &Plan) -> Ledger {
         let mut open = Vec::new();
-        let dependencies = resource_dependencies(plan);
-        for rc in plan["resource_changes"].as_array().into_iter().flatten() {
-            if rc["mode"] != "managed" {
+        let dependencies = plan.resource_dependencies();
+        for rc in &plan.resource_changes {
+            if rc.mode != Mode::Managed {
                 continue;
             }
-            let actions: Vec<&str> = rc["change"]["actions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-                .collect();
-            let kinds: &[Action] = match actions.as_slice() {
-                ["create"] => &[Action::Create],
-                ["update"] => &[Action::Update],
-                ["delete"] => &[Action::Delete],
-                ["delete", "create"] => &[Action::Delete, Action::Create],
-                _ => &[],
-            };
+            let calls = rc.change.actions.provider_calls();
             let Some(mut base) = planned_of(plan, rc) else {
                 continue;
             };
@@ -148,7 +124,7 @@ impl Ledger {
                 .get(&base.resource)
                 .map(|d| d.iter().filter(|r| **r != base.resource).cloned().collect())
                 .unwrap_or_default();
-            for action in kinds {
+            for action in calls {
                 open.push(Planned {
                     action: *action,
                     ..base.clone()
@@ -160,11 +136,20 @@ impl Ledger {
                 changes: open,
                 in_flight: Vec::new(),
             }),
-            terraform_version: plan["terraform_version"]
-                .as_str()
+            terraform_version: plan
+                .terraform_version
+                .as_deref()
                 .filter(|v| !v.is_empty())
                 .map(str::to_string),
         }
+    }
+
+    /// The open changes, held.
+    ///
+    /// A lock poisoned by a panic elsewhere is taken over, not read as "nothing planned":
+    /// each change under it is a single push or remove of a list, so what it holds is whole.
+    fn held(&self) -> MutexGuard<'_, Open> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The version of terraform that made the plan, as the plan says.
@@ -174,7 +159,7 @@ impl Ledger {
 
     /// How many changes are still open.
     pub fn open(&self) -> usize {
-        self.open.lock().map(|o| o.changes.len()).unwrap_or(0)
+        self.held().changes.len()
     }
 
     /// The one open change of a resource of `type_name` from `provider` that a call with `prior` and `planned` (unknown where `planned_unknown` says) fits; it is no longer open.
@@ -189,8 +174,8 @@ impl Ledger {
         planned: &Value,
         planned_unknown: &Value,
     ) -> Result<Planned, Unmatched> {
-        let action = Action::of_call(prior, planned).ok_or(Unmatched::NoAction)?;
-        let mut held = self.open.lock().map_err(|_| Unmatched::NoFit)?;
+        let action = call_operation(prior, planned).ok_or(Unmatched::NoAction)?;
+        let mut held = self.held();
         let fitting: Vec<usize> = held
             .changes
             .iter()
@@ -199,13 +184,15 @@ impl Ledger {
                 p.provider == provider
                     && p.meta.type_name == type_name
                     && p.action == action
-                    && (p.action == Action::Delete || cut(Mechanism::ExactMatch) || !held.waits(p))
+                    && (p.action == Operation::Delete
+                        || cut(Mechanism::ExactMatch)
+                        || !held.waits(p))
                     && match action {
-                        Action::Update | Action::Delete => same(&p.before, prior),
-                        Action::Create if cut(Mechanism::ExactMatch) => loose(&p.after, planned),
-                        Action::Create => {
+                        Operation::Create if cut(Mechanism::ExactMatch) => loose(&p.after, planned),
+                        Operation::Create => {
                             fits(&p.after, &p.after_unknown, planned, planned_unknown)
                         }
+                        _ => same(&p.before, prior),
                     }
             })
             .map(|(at, _)| at)
@@ -226,7 +213,7 @@ impl Ledger {
             ));
         }
         let taken = held.changes.remove(first);
-        if matches!(taken.action, Action::Create | Action::Update) {
+        if matches!(taken.action, Operation::Create | Operation::Update) {
             held.in_flight.push(taken.resource.clone());
         }
         Ok(taken)
@@ -234,41 +221,49 @@ impl Ledger {
 
     /// The call `planned` was taken for has returned (whatever its answer): what depends on it may be in flight now.
     pub fn returned(&self, planned: &Planned) {
-        if let Ok(mut held) = self.open.lock()
-            && let Some(at) = held.in_flight.iter().position(|r| *r == planned.resource)
-        {
+        let mut held = self.held();
+        if let Some(at) = held.in_flight.iter().position(|r| *r == planned.resource) {
             held.in_flight.remove(at);
         }
     }
 }
 
 /// The plan's change `rc` as a [`Planned`] (its action still to be set).
-fn planned_of(plan: &Value, rc: &Value) -> Option<Planned> {
-    let address = rc["address"].as_str()?.to_string();
-    let type_name = rc["type"].as_str()?.to_string();
-    let name = rc["name"].as_str()?.to_string();
-    let module = rc["module_address"].as_str().map(str::to_string);
-    let provider = rc["provider_name"].as_str()?.to_string();
+fn planned_of(plan: &Plan, rc: &ResourceChange) -> Option<Planned> {
+    let address = rc.address.clone();
+    let type_name = rc.type_name.clone()?;
+    let name = rc.name.clone()?;
+    let module = rc.module_address.clone();
+    let provider = rc.provider_name.clone()?;
     // No `each`: terraform (since 0.13) and OpenTofu never write it in a state's resources,
     // so a record with it would differ from terraform's own save of the same instance.
-    let (index_key, key) = match &rc["index"] {
-        Value::Number(n) => (Value::Number(n.clone()), IndexKey::Int(n.as_i64()?)),
-        Value::String(s) => (Value::String(s.clone()), IndexKey::Str(s.clone())),
-        _ => (Value::Null, IndexKey::None),
+    let key = match &rc.index {
+        Some(InstanceIndex::Int(n)) => IndexKey::Int(n.as_i64()?),
+        Some(InstanceIndex::Str(s)) => IndexKey::Str(s.clone()),
+        None => IndexKey::None,
     };
+    let index_key = rc
+        .index
+        .as_ref()
+        .map_or(Value::Null, InstanceIndex::to_value);
     let expected = instance_address(module.as_deref(), "managed", &type_name, &name, &key, None);
     if expected != address {
         return None;
     }
-    let config = resource_config(plan, module.as_deref(), &type_name, &name);
-    let provider_config = provider_config_address(plan, config, &provider);
-    let resource = config_address(module.as_deref(), &type_name, &name);
-    let provisioned = config.is_some_and(|c| {
-        c["provisioners"]
-            .as_array()
-            .is_some_and(|ps| ps.iter().any(|p| p["when"] != "destroy"))
-    });
+    let calls = module_calls(module.as_deref().unwrap_or(""));
+    let config = plan
+        .configuration
+        .root_module
+        .descend(calls.iter().map(String::as_str))
+        .and_then(|m| m.managed(&type_name, &name));
+    let provider_config = provider_config_address(
+        plan,
+        config.and_then(|c| c.provider_config_key.as_deref()),
+        &provider,
+    );
+    let provisioned = config.is_some_and(|c| c.provisioned());
     Some(Planned {
+        resource: resource_of(&address),
         address,
         meta: ResourceMeta {
             module,
@@ -280,71 +275,27 @@ fn planned_of(plan: &Value, rc: &Value) -> Option<Planned> {
         },
         index_key,
         provider,
-        action: Action::Create,
-        before: rc["change"]["before"].clone(),
-        after: rc["change"]["after"].clone(),
-        after_unknown: rc["change"]["after_unknown"].clone(),
-        after_sensitive: rc["change"]["after_sensitive"].clone(),
+        action: Operation::Create,
+        before: rc.change.before.clone(),
+        after: rc.change.after.clone(),
+        after_unknown: rc.change.after_unknown.clone(),
+        after_sensitive: rc.change.after_sensitive.clone(),
         provisioned,
-        resource,
         depends_on: BTreeSet::new(),
     })
 }
 
-/// A resource's address in the configuration: its module path without instance keys (`module.a.module.b.TYPE.NAME`).
-fn config_address(module: Option<&str>, type_name: &str, name: &str) -> String {
-    let mut out = String::new();
-    for part in module
-        .unwrap_or("")
-        .split("module.")
-        .filter(|p| !p.is_empty())
-    {
-        let call = part.trim_end_matches('.');
-        let call = call.split('[').next().unwrap_or(call);
-        out.push_str("module.");
-        out.push_str(call);
-        out.push('.');
-    }
-    out.push_str(type_name);
-    out.push('.');
-    out.push_str(name);
-    out
-}
-
-/// The configuration block of the resource (`configuration` of the plan), if the plan holds it.
-fn resource_config<'a>(
-    plan: &'a Value,
-    module: Option<&str>,
-    type_name: &str,
-    name: &str,
-) -> Option<&'a Value> {
-    let mut at = &plan["configuration"]["root_module"];
-    if let Some(module) = module {
-        // `module.a[0].module.b["x"]`: each call's name, instance keys left out.
-        for part in module.split("module.").filter(|p| !p.is_empty()) {
-            let call = part.trim_end_matches('.');
-            let call = call.split('[').next().unwrap_or(call);
-            at = &at["module_calls"][call]["module"];
-        }
-    }
-    at["resources"]
-        .as_array()?
-        .iter()
-        .find(|r| r["mode"] == "managed" && r["type"] == type_name && r["name"] == name)
-}
-
-/// The provider configuration address the state names (`provider["HOST/NS/TYPE"]`, with `.ALIAS` and a module prefix when the configuration says so).
-fn provider_config_address(plan: &Value, config: Option<&Value>, provider: &str) -> String {
+/// The provider configuration address the state names (`provider["HOST/NS/TYPE"]`, with `.ALIAS` and a module prefix when the configuration's `key` says so).
+fn provider_config_address(plan: &Plan, key: Option<&str>, provider: &str) -> String {
     let mut out = format!("provider[\"{provider}\"]");
-    let Some(key) = config.and_then(|c| c["provider_config_key"].as_str()) else {
+    let Some(pc) = key.and_then(|k| plan.configuration.provider_config.get(k)) else {
         return out;
     };
-    let pc = &plan["configuration"]["provider_config"][key];
-    if let Some(alias) = pc["alias"].as_str() {
+    if let Some(alias) = &pc.alias {
         out.push('.');
         out.push_str(alias);
     }
-    if let Some(module) = pc["module_address"].as_str().filter(|m| !m.is_empty()) {
+    if let Some(module) = pc.module_address.as_deref().filter(|m| !m.is_empty()) {
         out = format!("{module}.{out}");
     }
     out
@@ -426,7 +377,7 @@ pub fn instance(
     if !planned.index_key.is_null() {
         obj.insert("index_key".into(), planned.index_key.clone());
     }
-    if planned.action == Action::Create && planned.provisioned {
+    if planned.action == Operation::Create && planned.provisioned {
         obj.insert("status".into(), json!("tainted"));
     }
     obj.insert("schema_version".into(), json!(schema_version));
@@ -509,6 +460,11 @@ mod tests {
 
     const P: &str = "example.com/x/t";
 
+    /// The ledger of a plan given as JSON.
+    fn ledger_of(plan: &Value) -> Ledger {
+        Ledger::from_plan(&Plan::from_value(plan.clone()).unwrap())
+    }
+
     /// A create call's planned state: `unknown` names the attributes left unknown.
     fn take(ledger: &Ledger, planned: Value, unknown: Value) -> Result<Planned, Unmatched> {
         ledger.take(P, "t_thing", &Value::Null, &planned, &unknown)
@@ -516,7 +472,7 @@ mod tests {
 
     #[test]
     fn each_call_finds_its_change() {
-        let ledger = Ledger::from_plan(&plan());
+        let ledger = ledger_of(&plan());
         assert_eq!(ledger.open(), 6);
         let known = json!({});
         // Another provider, or a call that agrees with nothing, takes nothing.
@@ -558,7 +514,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             (c.address.as_str(), c.action),
-            ("t_thing.c", Action::Update)
+            ("t_thing.c", Operation::Update)
         );
         // A destroy-first replacement: the delete, then the create.
         let d = ledger
@@ -572,12 +528,12 @@ mod tests {
             .unwrap();
         assert_eq!(
             (d.address.as_str(), d.action),
-            ("t_thing.d", Action::Delete)
+            ("t_thing.d", Operation::Delete)
         );
         let d2 = take(&ledger, json!({"name": "d2"}), json!({})).unwrap();
         assert_eq!(
             (d2.address.as_str(), d2.action),
-            ("t_thing.d", Action::Create)
+            ("t_thing.d", Operation::Create)
         );
         // create_before_destroy is not recorded at return.
         assert_eq!(ledger.open(), 1);
@@ -609,7 +565,7 @@ mod tests {
     fn a_null_is_not_an_unknown_and_each_bucket_takes_its_own_change() {
         // The named bucket's call: its name known, its prefix null. The prefixed bucket's
         // change comes first, and a loose match (null agreeing with anything) took it.
-        let ledger = Ledger::from_plan(&buckets());
+        let ledger = ledger_of(&buckets());
         let named = take(
             &ledger,
             json!({"bucket": "trial-data", "bucket_prefix": null, "tags": null}),
@@ -626,7 +582,7 @@ mod tests {
         .unwrap();
         assert_eq!(prefixed.address, "t_thing.prefixed");
         // A name known only at apply time is still the prefixed bucket's.
-        let ledger = Ledger::from_plan(&buckets());
+        let ledger = ledger_of(&buckets());
         let later = take(
             &ledger,
             json!({"bucket": "trial-123", "bucket_prefix": "trial-", "tags": null}),
@@ -635,7 +591,7 @@ mod tests {
         .unwrap();
         assert_eq!(later.address, "t_thing.prefixed");
         // A value the plan knew as null is not an unknown in the call, nor another value.
-        let ledger = Ledger::from_plan(&buckets());
+        let ledger = ledger_of(&buckets());
         assert_eq!(
             take(
                 &ledger,
@@ -672,7 +628,7 @@ mod tests {
             create("x", json!({"name": "a"}), json!({"size": true})),
             create("y", json!({"size": 1}), json!({"name": true})),
         ]});
-        let ledger = Ledger::from_plan(&plan);
+        let ledger = ledger_of(&plan);
         match take(&ledger, json!({"name": "a", "size": 1}), json!({})) {
             Err(Unmatched::Ambiguous(both)) => assert_eq!(both, ["t_thing.x", "t_thing.y"]),
             other => panic!("{other:?}"),
@@ -722,7 +678,7 @@ mod tests {
                 .unwrap()
         };
         // Before the VPC's call, and while it is in flight, only the detached gateway can be called.
-        let ledger = Ledger::from_plan(&plan);
+        let ledger = ledger_of(&plan);
         let detached = json!({"vpc_id": null});
         assert_eq!(
             take(&ledger, detached.clone(), json!({"id": true}))
@@ -730,7 +686,7 @@ mod tests {
                 .address,
             "t_thing.detached"
         );
-        let ledger = Ledger::from_plan(&plan);
+        let ledger = ledger_of(&plan);
         let vpc = vpc_call(&ledger);
         assert_eq!(
             take(&ledger, detached.clone(), json!({"id": true}))
@@ -743,7 +699,7 @@ mod tests {
         let attached = take(&ledger, json!({"vpc_id": "vpc-1"}), json!({"id": true})).unwrap();
         assert_eq!(attached.address, "t_thing.attached");
         // Had the detached call come after the VPC returned, it would fit both: ambiguous.
-        let ledger = Ledger::from_plan(&plan);
+        let ledger = ledger_of(&plan);
         let vpc = vpc_call(&ledger);
         ledger.returned(&vpc);
         assert!(matches!(
@@ -754,7 +710,7 @@ mod tests {
 
     #[test]
     fn the_instance_object() {
-        let ledger = Ledger::from_plan(&plan());
+        let ledger = ledger_of(&plan());
         let a = take(&ledger, json!({"name": "a", "id": null}), json!({})).unwrap();
         let prior = json!({"dependencies": ["t_thing.z"]});
         let got = instance(&a, json!({"name": "a", "id": "9"}), b"pv", 2, Some(&prior));
@@ -767,5 +723,21 @@ mod tests {
                 "private": "cHY=", "dependencies": ["t_thing.z"]
             })
         );
+    }
+
+    #[test]
+    fn a_poisoned_ledger_still_holds_its_changes() {
+        // A panic while the lock was held does not read as "nothing planned".
+        let ledger = ledger_of(&plan());
+        let poisoned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = ledger.open.lock();
+            panic!("a holder dies");
+        }));
+        assert!(poisoned.is_err() && ledger.open.is_poisoned());
+        assert_eq!(ledger.open(), 6);
+        let a = take(&ledger, json!({"name": "a", "id": null}), json!({})).unwrap();
+        assert_eq!(a.address, "t_thing.a");
+        ledger.returned(&a);
+        assert_eq!(ledger.open(), 5);
     }
 }

@@ -21,6 +21,7 @@ use super::{say, terraform};
 use crate::cloud::aws::markers::{AwsLister, CollisionError, LiveObject, decide};
 use crate::cut::{Mechanism, cut};
 use crate::engine::markers::Family;
+use crate::engine::plan::Plan;
 use crate::frontdoor::provider::Door;
 use crate::frontdoor::provider::probe::Found;
 
@@ -65,18 +66,13 @@ struct Create {
 }
 
 /// The plan's creates of the AWS family (a replacement keeps its old object's markers, so only plain creates).
-fn creates(plan: &Value) -> Vec<Create> {
-    plan["resource_changes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|rc| rc["mode"] == "managed")
-        .filter(|rc| rc["change"]["actions"] == serde_json::json!(["create"]))
+fn creates(plan: &Plan) -> Vec<Create> {
+    plan.creates()
         .filter_map(|rc| {
-            let provider = rc["provider_name"].as_str()?;
-            let type_name = rc["type"].as_str()?;
+            let provider = rc.provider_name.as_deref()?;
+            let type_name = rc.type_name.as_deref()?;
             (Family::of(provider, type_name) == Some(Family::Aws)).then(|| Create {
-                address: rc["address"].as_str().unwrap_or_default().to_string(),
+                address: rc.address.clone(),
                 type_name: type_name.to_string(),
             })
         })
@@ -162,7 +158,7 @@ pub fn stamped_configs(door: &Door) -> Vec<Value> {
 pub async fn check(
     ctx: &Ctx,
     attempt: &mut Attempt,
-    plan: &Value,
+    plan: &Plan,
     bind: &Bind<'_>,
 ) -> Result<Checked, RunError> {
     let Some(door) = ctx.tf.door() else {

@@ -8,7 +8,7 @@ use super::error::{EXIT_IN_FLIGHT, RunError};
 use super::say;
 use crate::cloud::aws::markers::AwsLister;
 use crate::engine::markers::Family;
-use crate::engine::plan_stamp::ChangeSet;
+use crate::engine::plan::ChangeSet;
 use crate::telemetry::{self, ConflictKind};
 
 /// What the claim step came to.

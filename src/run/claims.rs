@@ -10,7 +10,7 @@ use crate::cut::{Mechanism, cut};
 use crate::engine::address::resource_of;
 use crate::engine::claims::{self, ClaimRefused, Claims, Liveness};
 use crate::engine::layout::Layout;
-use crate::engine::plan_stamp::ChangeSet;
+use crate::engine::plan::ChangeSet;
 use crate::engine::program::ProgramStamp;
 use crate::engine::session::Session;
 use crate::store::{DynStore, StoreError};

@@ -9,6 +9,8 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+use crate::engine::plan::Plan;
+
 /// A terraform command line: `[global options] SUBCOMMAND [arguments]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TfCommand {
@@ -375,7 +377,7 @@ fn file_sets_any(path: &Path, names: &BTreeSet<String>) -> bool {
 ///
 /// `show -json` does not say which variables are ephemeral; a variable without a default that
 /// the plan declares but does not store is one too.
-pub fn ephemeral_variables(dir: &Path, plan_json: &serde_json::Value) -> BTreeSet<String> {
+pub fn ephemeral_variables(dir: &Path, plan: &Plan) -> BTreeSet<String> {
     use hcl::edit::expr::Expression;
     use hcl::edit::structure::BlockLabel;
     let mut out = BTreeSet::new();
@@ -417,15 +419,12 @@ pub fn ephemeral_variables(dir: &Path, plan_json: &serde_json::Value) -> BTreeSe
             }
         }
     }
-    let declared = plan_json["configuration"]["root_module"]["variables"].as_object();
-    let stored = plan_json["variables"].as_object();
     out.extend(
-        declared
-            .into_iter()
-            .flatten()
-            .filter(|(name, v)| {
-                v.get("default").is_none() && stored.is_none_or(|s| !s.contains_key(*name))
-            })
+        plan.configuration
+            .root_module
+            .variables
+            .iter()
+            .filter(|(name, v)| v.default.is_none() && !plan.variables.contains_key(*name))
             .map(|(name, _)| name.clone()),
     );
     out
@@ -566,10 +565,11 @@ mod tests {
             s.apply_args(&BTreeSet::new(), dir.path(), Path::new("/p")),
             ["apply", "/p"]
         );
-        let json = serde_json::json!({
+        let json = Plan::from_value(serde_json::json!({
             "variables": {"x": {"value": "d"}, "dflt": {"value": "none"}},
             "configuration": {"root_module": {"variables": {"tok": {}, "x": {"default": "d"}, "dflt": {"default": "none"}}}}
-        });
+        }))
+        .unwrap();
         assert_eq!(ephemeral_variables(dir.path(), &json), eph);
         std::fs::write(
             dir.path().join("v.tf"),

@@ -10,7 +10,7 @@ use super::context::Ctx;
 use super::error::{EXIT_PLAN_REFUSED, RunError};
 use super::say;
 use crate::engine::operation::Operation;
-use crate::engine::plan_stamp::ChangeSet;
+use crate::engine::plan::ChangeSet;
 use crate::engine::record::Record;
 use crate::engine::record_writes::{DeleteBlock, delete_block};
 use crate::engine::session::SessionError;

@@ -4,7 +4,7 @@ use thiserror::Error;
 
 use crate::config::ConfigError;
 use crate::engine::claims::ClaimError;
-use crate::engine::plan_stamp::PlanJsonError;
+use crate::engine::plan::PlanJsonError;
 use crate::engine::session::SessionError;
 use crate::store::StoreError;
 

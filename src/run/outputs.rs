@@ -9,6 +9,7 @@ use super::error::RunError;
 use super::say;
 use super::steps::{self, Applied, Plan};
 use super::terraform::PlanDir;
+use crate::engine::plan::Plan as Shown;
 
 /// How to plan and apply the outputs again.
 pub struct Reconcile {
@@ -22,11 +23,10 @@ pub struct Reconcile {
 
 impl Reconcile {
     /// For `apply FILE`: the plan's own variable values (as `TF_VAR_`), and the flags given to the apply.
-    pub fn for_saved_plan(split: &ApplySplit, plan_json: &serde_json::Value) -> Reconcile {
+    pub fn for_saved_plan(split: &ApplySplit, plan: &Shown) -> Reconcile {
         let mut env = Vec::new();
-        for (name, v) in plan_json["variables"].as_object().into_iter().flatten() {
-            let value = match &v["value"] {
-                serde_json::Value::Null => continue,
+        for (name, value) in plan.variable_values() {
+            let value = match value {
                 serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             };

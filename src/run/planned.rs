@@ -22,7 +22,8 @@ use super::steps::{self, Applied, Plan};
 use super::tally::RunSummary;
 use super::terraform::{self, PlanDir, Stdout};
 use super::{say, summary};
-use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanRefused, PlanStamp};
+use crate::engine::plan::{ChangeSet, Plan as Shown};
+use crate::engine::plan_stamp::{PlanMovedError, PlanRefused, PlanStamp};
 use crate::frontdoor::http::Backend;
 use crate::frontdoor::provider::Recorder;
 use crate::telemetry::{self, ConflictKind};
@@ -64,8 +65,9 @@ fn refuse_plan(e: PlanRefused) -> i32 {
 
 /// A checked plan to apply: its changes, its stamp, the keys checked, terraform's arguments, and what is left of `--wait`.
 struct Apply<'a> {
-    /// The plan, as `show -json` gives it (the provider door records each return against it).
-    plan: &'a serde_json::Value,
+    /// The plan (the provider door records each return against it).
+    plan: &'a Shown,
+    /// Its changes.
     set: &'a ChangeSet,
     stamp: &'a PlanStamp,
     keys: &'a BTreeSet<String>,
@@ -197,13 +199,13 @@ async fn plan_and_apply(
 ) -> Result<Step, RunError> {
     // The plan is an inner step: terraform need not say how to apply the file.
     let env = [("TF_IN_AUTOMATION", "1")];
-    let (json, set) = match steps::plan(ctx, attempt, &split.plan_args(plan), &env, plan).await? {
+    let (shown, set) = match steps::plan(ctx, attempt, &split.plan_args(plan), &env, plan).await? {
         Plan::Failed(status) => return Ok(Step::Exit(terraform::code(status))),
-        Plan::Made { json, set } => (json, set),
+        Plan::Made { plan, set } => (plan, set),
     };
     let dir = ctx.cmd.dir();
-    let ephemeral = command::ephemeral_variables(&dir, &json);
-    let needs_approval = json["applyable"].as_bool().unwrap_or(true);
+    let ephemeral = command::ephemeral_variables(&dir, &shown);
+    let needs_approval = shown.applyable();
     if !split.auto_approve && needs_approval {
         match approve::ask(split.kind, split.no_color, &ctx.signals).await {
             Answer::Approved => {}
@@ -222,7 +224,7 @@ async fn plan_and_apply(
         env: Vec::new(),
     };
     let apply = Apply {
-        plan: &json,
+        plan: &shown,
         set: &set,
         stamp: &stamp,
         keys: &keys,
@@ -240,10 +242,10 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
         Ok(s) => s,
         Err(e) => return Ok(refuse_plan(e.into())),
     };
-    let json = ctx.tf.show_json(file).await?;
+    let shown = ctx.tf.show_json(file).await?;
     ctx.tf.open_door().await?;
-    ctx.tf.check_plan_providers(&json)?;
-    let set = ChangeSet::from_plan_json(&json)?;
+    ctx.tf.check_plan_providers(&shown)?;
+    let set = ChangeSet::of(&shown);
     let keys = set.keys(&ctx.layout);
     let mut budget = WaitBudget::new(ctx.wait);
     let mut args = vec!["apply".to_string()];
@@ -252,7 +254,7 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
         // The server starts only once the plan's changes are claimed and have not moved.
         let mut attempt = Attempt::unserved(ctx.session());
         let apply = Apply {
-            plan: &json,
+            plan: &shown,
             set: &set,
             stamp: &stamp,
             keys: &keys,
@@ -262,7 +264,7 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
             stdout: Stdout::Inherit,
             bind: Bind::Refuse(&stamp.marker_listings),
         };
-        let reconcile = Reconcile::for_saved_plan(split, &json);
+        let reconcile = Reconcile::for_saved_plan(split, &shown);
         let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;
         let ended = attempt.end().await;
         match step? {

@@ -8,7 +8,8 @@ use std::process::ExitStatus;
 use super::context::{Attempt, Ctx};
 use super::error::RunError;
 use super::terraform::Stdout;
-use crate::engine::plan_stamp::{ChangeSet, PlanMovedError, PlanStamp};
+use crate::engine::plan::{ChangeSet, Plan as Shown};
+use crate::engine::plan_stamp::{PlanMovedError, PlanStamp};
 use crate::engine::session::Session;
 
 /// What a `terraform plan -out=FILE` came to.
@@ -17,8 +18,8 @@ pub enum Plan {
     Failed(ExitStatus),
     /// The plan, as `show -json` gives it, and its changes.
     Made {
-        /// `terraform show -json FILE`.
-        json: serde_json::Value,
+        /// `terraform show -json FILE`, parsed.
+        plan: Box<Shown>,
         /// The changes it makes.
         set: ChangeSet,
     },
@@ -37,10 +38,13 @@ pub async fn plan(
     if !status.success() {
         return Ok(Plan::Failed(status));
     }
-    let json = ctx.tf.show_json(file).await?;
-    ctx.tf.check_plan_providers(&json)?;
-    let set = ChangeSet::from_plan_json(&json)?;
-    Ok(Plan::Made { json, set })
+    let plan = ctx.tf.show_json(file).await?;
+    ctx.tf.check_plan_providers(&plan)?;
+    let set = ChangeSet::of(&plan);
+    Ok(Plan::Made {
+        plan: Box::new(plan),
+        set,
+    })
 }
 
 /// The stamp of the plan at `file`: the record versions `session` served terraform (none when terraform read no state through it).

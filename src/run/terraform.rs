@@ -10,6 +10,7 @@ use tokio::process::Command;
 
 use super::error::RunError;
 use super::signals::{Caught, Signals};
+use crate::engine::plan::{Plan, PlanJsonError};
 use crate::frontdoor::http::Server;
 use crate::frontdoor::provider::launch::die_with_parent;
 use crate::frontdoor::provider::marking::Marking;
@@ -101,7 +102,7 @@ impl Terraform {
     }
 
     /// Refuse a plan that uses a provider the door does not proxy (nothing to check when it is off or unused).
-    pub fn check_plan_providers(&self, plan: &serde_json::Value) -> Result<(), RunError> {
+    pub fn check_plan_providers(&self, plan: &Plan) -> Result<(), RunError> {
         if let Some(door) = self.door.as_ref().and_then(|c| c.door.get()) {
             door.check_plan(plan)?;
         }
@@ -187,8 +188,8 @@ impl Terraform {
         }
     }
 
-    /// `terraform show -json PLAN`: the plan as JSON (it reads no state).
-    pub async fn show_json(&self, plan: &Path) -> Result<serde_json::Value, RunError> {
+    /// `terraform show -json PLAN`: the plan, parsed (it reads no state).
+    pub async fn show_json(&self, plan: &Path) -> Result<Plan, RunError> {
         let abs = std::fs::canonicalize(plan).map_err(|source| RunError::File {
             what: format!("cannot read the plan {}", plan.display()),
             source,
@@ -217,8 +218,12 @@ impl Terraform {
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
-        serde_json::from_slice(&out.stdout)
-            .map_err(|e| RunError::Show(format!("{} show -json gave no JSON: {e}", self.program)))
+        Plan::from_slice(&out.stdout).map_err(|e| match e {
+            PlanJsonError::NotJson(e) => {
+                RunError::Show(format!("{} show -json gave no JSON: {e}", self.program))
+            }
+            malformed => RunError::PlanJson(malformed),
+        })
     }
 }
 

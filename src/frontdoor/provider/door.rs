@@ -15,6 +15,7 @@ use super::probe::{Probe, ProbeError};
 use super::proxy::{Proxied, Shared};
 use super::reattach::{self, REATTACH_ENV};
 use super::recorder::Recorder;
+use crate::engine::plan::Plan;
 
 /// Why the door could not open, or refuses a plan.
 #[derive(Debug, Error)]
@@ -195,18 +196,15 @@ impl Door {
         self.shared.launches.load(Ordering::Relaxed)
     }
 
-    /// Refuse a plan (`show -json`) that uses a provider neither proxied nor built in.
-    pub fn check_plan(&self, plan: &serde_json::Value) -> Result<(), DoorError> {
+    /// Refuse a plan that uses a provider neither proxied nor built in.
+    pub fn check_plan(&self, plan: &Plan) -> Result<(), DoorError> {
         check_plan(&self.proxied(), plan)
     }
 }
 
 /// Refuse `plan` if it names a provider that is neither in `proxied` nor built in.
-fn check_plan(
-    proxied: &BTreeSet<&ProviderAddress>,
-    plan: &serde_json::Value,
-) -> Result<(), DoorError> {
-    for name in plan_providers(plan) {
+fn check_plan(proxied: &BTreeSet<&ProviderAddress>, plan: &Plan) -> Result<(), DoorError> {
+    for name in plan.providers() {
         let ok =
             ProviderAddress::parse(&name).is_some_and(|a| a.is_builtin() || proxied.contains(&a));
         if !ok {
@@ -227,32 +225,6 @@ fn check_plan(
     Ok(())
 }
 
-/// Every provider a plan names: its changes', its configuration's and its prior state's.
-fn plan_providers(plan: &serde_json::Value) -> BTreeSet<String> {
-    let mut names = BTreeSet::new();
-    let mut take = |v: &serde_json::Value, key: &str| {
-        if let Some(s) = v.get(key).and_then(|s| s.as_str()) {
-            names.insert(s.to_string());
-        }
-    };
-    for change in plan["resource_changes"].as_array().into_iter().flatten() {
-        take(change, "provider_name");
-    }
-    if let Some(configs) = plan["configuration"]["provider_config"].as_object() {
-        for config in configs.values() {
-            take(config, "full_name");
-        }
-    }
-    let mut modules = vec![&plan["prior_state"]["values"]["root_module"]];
-    while let Some(module) = modules.pop() {
-        for r in module["resources"].as_array().into_iter().flatten() {
-            take(r, "provider_name");
-        }
-        modules.extend(module["child_modules"].as_array().into_iter().flatten());
-    }
-    names
-}
-
 const FOLDER_PREFIX: &str = "choudoufu-live-door-";
 
 /// A fresh folder only this user opens (0700), for the door's and the plugins' sockets.
@@ -269,25 +241,17 @@ mod tests {
 
     #[test]
     fn every_provider_a_plan_names() {
-        let plan = serde_json::json!({
+        let plan = Plan::from_value(serde_json::json!({
             "resource_changes": [
-                {"provider_name": "registry.terraform.io/hashicorp/aws"},
-                {"provider_name": "terraform.io/builtin/terraform"}
+                {"address": "aws_s3_bucket.b", "provider_name": "registry.terraform.io/hashicorp/aws"},
+                {"address": "terraform_data.t", "provider_name": "terraform.io/builtin/terraform"}
             ],
             "configuration": {"provider_config": {"aws.east": {"full_name": "registry.terraform.io/hashicorp/aws"}}},
             "prior_state": {"values": {"root_module": {"child_modules": [
                 {"resources": [{"provider_name": "registry.opentofu.org/hashicorp/random"}]}
             ]}}}
-        });
-        let names: Vec<String> = plan_providers(&plan).into_iter().collect();
-        assert_eq!(
-            names,
-            [
-                "registry.opentofu.org/hashicorp/random",
-                "registry.terraform.io/hashicorp/aws",
-                "terraform.io/builtin/terraform"
-            ]
-        );
+        }))
+        .unwrap();
         // The random provider does not pass through a door that proxies only aws: refused by name.
         let aws = ProviderAddress::parse("registry.terraform.io/hashicorp/aws").unwrap();
         let random = ProviderAddress::parse("registry.opentofu.org/hashicorp/random").unwrap();

@@ -12,7 +12,6 @@
 use std::sync::Arc;
 
 use prost::Message;
-use serde_json::Value;
 
 use super::dynamic;
 use super::lockfile::ProviderAddress;
@@ -21,7 +20,9 @@ use super::proto::tfplugin5::apply_resource_change::{Request, Response};
 use super::proto::tfplugin5::diagnostic::Severity;
 use super::schema_cache::SchemaCache;
 use crate::cut::{Mechanism, cut};
-use crate::engine::provider_return::{self, Action, Ledger, Planned, Unmatched};
+use crate::engine::operation::Operation;
+use crate::engine::plan::Plan;
+use crate::engine::provider_return::{self, Ledger, Planned, Unmatched};
 use crate::engine::session::{Instant, Landed};
 use crate::frontdoor::http::Backend;
 
@@ -63,8 +64,8 @@ struct Call {
 }
 
 impl Recorder {
-    /// A recorder for the plan `plan` (`show -json`), writing in `backend`'s session; with `marking`, each create of a marked provider carries the markers.
-    pub fn new(backend: Arc<Backend>, plan: &Value, marking: Option<Marking>) -> Arc<Recorder> {
+    /// A recorder for the plan `plan`, writing in `backend`'s session; with `marking`, each create of a marked provider carries the markers.
+    pub fn new(backend: Arc<Backend>, plan: &Plan, marking: Option<Marking>) -> Arc<Recorder> {
         Arc::new(Recorder {
             backend,
             ledger: Ledger::from_plan(plan),
@@ -124,7 +125,7 @@ impl Recorder {
         };
         let mut rewritten = None;
         if let Some(marking) = &self.marking
-            && call.planned.action == Action::Create
+            && call.planned.action == Operation::Create
             && marking::marks(&provider.to_string())
             && !cut(Mechanism::CreateMarkers)
         {
@@ -232,7 +233,7 @@ impl Recorder {
             return;
         }
         let session = self.backend.session();
-        let change = if planned.action == Action::Delete || new_state.is_null() {
+        let change = if planned.action == Operation::Delete || new_state.is_null() {
             Instant::Delete {
                 address: address.clone(),
             }
@@ -253,7 +254,7 @@ impl Recorder {
                 held.as_ref().map(|(_, i)| i),
             );
             let meta = match held {
-                Some((meta, _)) if planned.action == Action::Update => meta,
+                Some((meta, _)) if planned.action == Operation::Update => meta,
                 _ => planned.meta.clone(),
             };
             Instant::Put {

@@ -9,6 +9,7 @@ use thiserror::Error;
 
 use super::super::proto::live as pb;
 use crate::cut::{Mechanism, cut};
+use crate::engine::address::{Address, AddressError, check_output, check_provider};
 use crate::engine::layout::EstateName;
 use crate::engine::operation::{Operation, UnknownOperation};
 use crate::engine::record_writes::{Kind, RecordWrite, WriteOp};
@@ -53,119 +54,12 @@ impl fmt::Display for Shown<'_> {
     }
 }
 
-/// A cursor over an address being parsed.
-struct Cursor<'a> {
-    rest: &'a str,
-}
-
-impl<'a> Cursor<'a> {
-    fn eat(&mut self, prefix: &str) -> bool {
-        match self.rest.strip_prefix(prefix) {
-            Some(r) => {
-                self.rest = r;
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.rest.chars().next()
-    }
-
-    fn bump(&mut self) -> Option<char> {
-        let c = self.peek()?;
-        self.rest = &self.rest[c.len_utf8()..];
-        Some(c)
-    }
-
-    /// An HCL identifier: a letter or `_`, then letters, digits, `_` or `-`.
-    fn ident(&mut self) -> Result<&'a str, &'static str> {
-        let start = self.rest;
-        match self.peek() {
-            Some(c) if c.is_alphabetic() || c == '_' => {}
-            _ => return Err("a name must start with a letter or '_'"),
-        }
-        while let Some(c) = self.peek() {
-            if c.is_alphanumeric() || c == '_' || c == '-' {
-                self.bump();
-            } else {
-                break;
-            }
-        }
-        Ok(&start[..start.len() - self.rest.len()])
-    }
-
-    /// An instance key: `[0]` or `["key"]` (escapes as terraform prints them).
-    fn index(&mut self) -> Result<(), &'static str> {
-        if !self.eat("[") {
-            return Ok(());
-        }
-        if self.eat("\"") {
-            loop {
-                match self.bump() {
-                    None => return Err("a quoted key is not closed"),
-                    Some('"') => break,
-                    Some('\\') => match self.bump() {
-                        Some('\\' | '"' | 'n' | 'r' | 't') => {}
-                        Some('u') => self.hex(4)?,
-                        Some('U') => self.hex(8)?,
-                        _ => return Err("a quoted key has an unknown escape"),
-                    },
-                    Some(c) if c.is_control() => {
-                        return Err("a quoted key holds a control character");
-                    }
-                    Some(_) => {}
-                }
-            }
-        } else {
-            self.eat("-");
-            let digits = self.rest.len()
-                - self
-                    .rest
-                    .trim_start_matches(|c: char| c.is_ascii_digit())
-                    .len();
-            if digits == 0 || digits > 19 {
-                return Err("a key is a whole number or a quoted string");
-            }
-            self.rest = &self.rest[digits..];
-        }
-        if self.eat("]") {
-            Ok(())
-        } else {
-            Err("a key is not closed with ']'")
-        }
-    }
-
-    fn hex(&mut self, n: usize) -> Result<(), &'static str> {
-        for _ in 0..n {
-            match self.bump() {
-                Some(c) if c.is_ascii_hexdigit() => {}
-                _ => return Err("a \\u escape needs hex digits"),
-            }
-        }
-        Ok(())
-    }
-
-    /// `module.NAME[KEY].` repeated.
-    fn module_path(&mut self) -> Result<(), &'static str> {
-        while self.eat("module.") {
-            self.ident()?;
-            self.index()?;
-            if !self.eat(".") {
-                return Err("a module path is followed by '.'");
-            }
-        }
-        Ok(())
-    }
-}
-
 fn checked(
     field: &str,
     value: &str,
     what: &str,
     example: &str,
-    parse: impl FnOnce(&mut Cursor) -> Result<(), &'static str>,
+    parse: impl FnOnce(&str) -> Result<(), AddressError>,
 ) -> Result<(), FieldError> {
     let refuse = |why: &str| {
         FieldError::new(
@@ -179,12 +73,7 @@ fn checked(
     if value.len() > MAX_ADDRESS {
         return Err(refuse(&format!("it is over {MAX_ADDRESS} bytes")));
     }
-    let mut c = Cursor { rest: value };
-    parse(&mut c).map_err(refuse)?;
-    if !c.rest.is_empty() {
-        return Err(refuse("it has more after the address"));
-    }
-    Ok(())
+    parse(value).map_err(|AddressError(why)| refuse(why))
 }
 
 /// A resource instance address as terraform prints it: `module.m["k"].aws_instance.web[0]`, `data.x.y`, with ` (deposed KEY)` for a deposed object.
@@ -194,40 +83,13 @@ pub fn resource_address(field: &str, value: &str) -> Result<(), FieldError> {
         value,
         "a resource instance address",
         "aws_instance.web[\"a\"] or module.net[0].aws_subnet.b",
-        |c| {
-            c.module_path()?;
-            if c.eat("data.") {
-                // A data resource.
-            }
-            c.ident()?;
-            if !c.eat(".") {
-                return Err("a resource address is TYPE.NAME");
-            }
-            c.ident()?;
-            c.index()?;
-            if c.eat(" (deposed ") {
-                let key = c.rest.len()
-                    - c.rest
-                        .trim_start_matches(|ch: char| ch.is_ascii_alphanumeric())
-                        .len();
-                if key == 0 {
-                    return Err("a deposed object names its key");
-                }
-                c.rest = &c.rest[key..];
-                if !c.eat(")") {
-                    return Err("(deposed KEY) is not closed");
-                }
-            }
-            Ok(())
-        },
+        |v| Address::parse(v).map(|_| ()),
     )
 }
 
 /// A root output's name: an identifier.
 pub fn output_name(field: &str, value: &str) -> Result<(), FieldError> {
-    checked(field, value, "an output name", "\"endpoint\"", |c| {
-        c.ident().map(|_| ())
-    })
+    checked(field, value, "an output name", "\"endpoint\"", check_output)
 }
 
 /// A provider configuration address: `provider["registry.terraform.io/hashicorp/aws"]`, with `.ALIAS` and a module path.
@@ -237,29 +99,7 @@ pub fn provider_address(field: &str, value: &str) -> Result<(), FieldError> {
         value,
         "a provider configuration address",
         "provider[\"registry.terraform.io/hashicorp/aws\"].west",
-        |c| {
-            c.module_path()?;
-            if !c.eat("provider[\"") {
-                return Err("it starts with provider[\"SOURCE\"]");
-            }
-            let source = c.rest.len()
-                - c.rest
-                    .trim_start_matches(|ch: char| {
-                        ch.is_ascii_alphanumeric() || matches!(ch, '.' | '/' | '-' | '_')
-                    })
-                    .len();
-            if source == 0 {
-                return Err("the provider source is empty or holds other characters");
-            }
-            c.rest = &c.rest[source..];
-            if !c.eat("\"]") {
-                return Err("provider[\"SOURCE\"] is not closed");
-            }
-            if c.eat(".") {
-                c.ident()?;
-            }
-            Ok(())
-        },
+        check_provider,
     )
 }
 
