@@ -17,7 +17,7 @@ use crate::engine::write_log::LogEntry;
 use crate::store::{Precondition, RecordStore, StoreError, Version, WriteOutcome, put_conditional};
 
 /// What a record write puts: stamped with its log entry, encoded, and known again when read back.
-pub trait Body: Sized + Send {
+pub trait Body: Sized + Send + Sync {
     /// Stamp the name of the write log entry made before this write.
     fn stamp(&mut self, entry: &LogEntry);
     /// The bytes stored.
