@@ -138,12 +138,8 @@ impl Session {
         .await?;
         let mut view = self.view.lock().await;
         let still = view.base().get(&key).map(|b| &b.version) == expected.as_ref();
-        let landed = match op {
-            Operation::Create => Landed::Created,
-            Operation::Update => Landed::Updated,
-            _ => Landed::Deleted,
-        };
-        Ok(match wrote {
+        // What the store holds now: the record written (or this run's own, written before), or none.
+        let now = match wrote {
             Wrote::Put {
                 version,
                 body,
@@ -152,32 +148,31 @@ impl Session {
                 if let Some(cache) = &self.cache {
                     cache.put(&key, &version, &bytes);
                 }
-                if still {
-                    let digest = digest.unwrap_or_else(|| body.content_digest());
-                    let entry = BaseEntry::new(version, digest, body);
-                    view.base().insert(key.clone(), entry.base_ref());
-                    view.snapshot.records.insert(key, entry);
-                }
-                landed
+                Some((version, body))
             }
-            Wrote::Already { version, stored } => {
-                if still {
-                    let digest = digest.unwrap_or_else(|| stored.content_digest());
-                    let entry = BaseEntry::new(version, digest, stored);
-                    view.base().insert(key.clone(), entry.base_ref());
-                    view.snapshot.records.insert(key, entry);
-                }
-                landed
-            }
+            Wrote::Already { version, stored } => Some((version, stored)),
             // Deleted now, or already gone.
-            Wrote::Deleted | Wrote::AlreadyGone => {
-                if still {
+            Wrote::Deleted | Wrote::AlreadyGone => None,
+            Wrote::Conflict(c) => return Ok(Landed::Refused(c)),
+        };
+        if still {
+            match now {
+                Some((version, record)) => {
+                    let digest = digest.unwrap_or_else(|| record.content_digest());
+                    let entry = BaseEntry::new(version, digest, record);
+                    view.base().insert(key.clone(), entry.base_ref());
+                    view.snapshot.records.insert(key, entry);
+                }
+                None => {
                     view.base().remove(&key);
                     view.snapshot.records.remove(&key);
                 }
-                landed
             }
-            Wrote::Conflict(c) => Landed::Refused(c),
+        }
+        Ok(match op {
+            Operation::Create => Landed::Created,
+            Operation::Update => Landed::Updated,
+            _ => Landed::Deleted,
         })
     }
 

@@ -198,3 +198,39 @@ async fn own_content<B: Body>(
     tracing::info!(key = %key, "the store already holds this run's own record with this content");
     Ok(Some((stored.version, own)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_names_its_operation_by_its_precondition() {
+        let v = Version::new("v1");
+        let put = |precondition| Change::Put {
+            body: (),
+            precondition,
+        };
+        assert_eq!(put(Precondition::Absent).operation(), Operation::Create);
+        assert_eq!(
+            put(Precondition::Matches(v.clone())).operation(),
+            Operation::Update
+        );
+        assert_eq!(
+            Change::<()>::Delete {
+                expected: v.clone()
+            }
+            .operation(),
+            Operation::Delete
+        );
+        let conflict = RecordConflict {
+            address: "terraform_data.a".into(),
+            op: Operation::Delete,
+            expected: Some(v),
+            stored: None,
+        };
+        assert_eq!(
+            conflict.to_string(),
+            "terraform_data.a (delete): expected version v1, store has no record"
+        );
+    }
+}
