@@ -56,7 +56,13 @@ mod tests {
     #[test]
     fn a_store_error_is_one_line_of_cause_and_one_of_advice() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
-        let e = StoreError::new("s3://b", "list", "tofu-records/e/", io).at("http://127.0.0.1:9");
+        let e = StoreError::new(
+            "s3://b",
+            crate::store::StoreCall::List,
+            "tofu-records/e/",
+            io,
+        )
+        .at("http://127.0.0.1:9");
         #[derive(Debug, thiserror::Error)]
         #[error("records: {0}")]
         struct Outer(#[source] StoreError);

@@ -12,8 +12,9 @@ use tokio::sync::OnceCell;
 
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::Layout;
+use crate::engine::operation::Operation;
 use crate::engine::write_log::{
-    Clock, ClockSkewError, LogEntry, LogOp, SystemClock, Timing, check_skew,
+    Clock, ClockSkewError, LogEntry, SystemClock, Timing, check_skew, is_logged,
 };
 use crate::store::{DynStore, Precondition, StoreError, WriteOutcome, put_conditional};
 
@@ -34,6 +35,9 @@ pub enum EntryRefused {
     /// The key is not a record of this estate that the log names.
     #[error("{0} is no record the write log names")]
     NotARecord(String),
+    /// The operation is no record write (only creates, updates and deletes are logged).
+    #[error("{0} is no record write the write log names")]
+    NotAWrite(Operation),
     /// Another entry holds the name (two entries of one run at one nanosecond and counter).
     #[error("write log entry {0} exists already")]
     Taken(String),
@@ -128,7 +132,10 @@ impl LogWriter {
     }
 
     /// Make the entry for `op` on `record_key` (`If-None-Match: *`), after the clock check.
-    pub async fn log(&self, op: LogOp, record_key: &str) -> Result<LogEntry, LogWriteError> {
+    pub async fn log(&self, op: Operation, record_key: &str) -> Result<LogEntry, LogWriteError> {
+        if !is_logged(op) {
+            return Err(EntryRefused::NotAWrite(op).into());
+        }
         self.check_clock().await?;
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let entry = LogEntry::new(
@@ -162,14 +169,14 @@ impl LogWriter {
             return Ok(entry);
         }
         tracing::debug!(entry = %entry.name(), "the write log entry is past the stall limit: logging again");
-        self.log(entry.op, record_key).await
+        self.log(entry.op(), record_key).await
     }
 
     /// The entry to make before writing `record_key` (`op`): logged, and logged again when the
     /// first entry's write took past the stall limit. Its name goes into the record's writer stamp.
     pub async fn before_write(
         &self,
-        op: LogOp,
+        op: Operation,
         record_key: &str,
     ) -> Result<LogEntry, LogWriteError> {
         let entry = self.log(op, record_key).await?;

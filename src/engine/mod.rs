@@ -18,7 +18,10 @@ pub mod program;
 pub mod provider_return;
 pub mod read_cache;
 pub mod record;
-pub mod record_writes;
 pub mod session;
 pub mod state;
+pub mod write;
 pub mod write_log;
+
+/// The choudoufu protocol's record writes under their earlier path, for the callers not moved yet.
+pub use write::records as record_writes;

@@ -15,6 +15,7 @@ use thiserror::Error;
 
 use crate::engine::digest::sha256_hex;
 use crate::engine::layout::{KeyKind, Layout};
+use crate::engine::operation::Operation;
 use crate::store::StoreTime;
 use crate::store::http::REQUEST_TIMEOUT;
 use crate::store::retry::DEADLINE;
@@ -185,35 +186,31 @@ fn signed(a: SystemTime, b: SystemTime) -> i128 {
     }
 }
 
-/// What a record write does, as its entry names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum LogOp {
-    /// A create (`If-None-Match: *`).
-    Create,
-    /// An update (`If-Match`).
-    Update,
-    /// A delete (`If-Match`).
-    Delete,
+/// The letter an entry's name gives a record write's operation; none for an operation that is
+/// no record write (a plan's replace, forget, move or import is written as creates, updates and
+/// deletes).
+fn letter(op: Operation) -> Option<char> {
+    match op {
+        Operation::Create => Some('c'),
+        Operation::Update => Some('u'),
+        Operation::Delete => Some('d'),
+        _ => None,
+    }
 }
 
-impl LogOp {
-    fn letter(self) -> char {
-        match self {
-            LogOp::Create => 'c',
-            LogOp::Update => 'u',
-            LogOp::Delete => 'd',
-        }
-    }
+/// Whether `op` is a record write, which the log names (a create, an update or a delete).
+pub fn is_logged(op: Operation) -> bool {
+    letter(op).is_some()
+}
 
-    fn of(letter: char) -> Option<LogOp> {
-        Some(match letter {
-            'c' => LogOp::Create,
-            'u' => LogOp::Update,
-            'd' => LogOp::Delete,
-            _ => return None,
-        })
-    }
+/// The record write an entry's letter names.
+fn operation_of(letter: char) -> Option<Operation> {
+    Some(match letter {
+        'c' => Operation::Create,
+        'u' => Operation::Update,
+        'd' => Operation::Delete,
+        _ => return None,
+    })
 }
 
 /// Which folder of the estate the record an entry names lies in.
@@ -275,8 +272,8 @@ pub struct LogEntry {
     pub run8: String,
     /// The session's entry counter.
     pub seq: u32,
-    /// The write.
-    pub op: LogOp,
+    /// The write: create, update or delete (the constructors take no other).
+    op: Operation,
     /// Where the record lies.
     pub target: Target,
     /// The record key's last segment, exactly as the key has it.
@@ -285,15 +282,16 @@ pub struct LogEntry {
 
 impl LogEntry {
     /// The entry run `run_id` makes, as its `seq`-th, at `at`, before `op` on `record_key`; none
-    /// for a key that is no record of `layout`'s estate.
+    /// for a key that is no record of `layout`'s estate, or an operation that is no record write.
     pub fn new(
         layout: &Layout,
         at: SystemTime,
         run_id: &str,
         seq: u32,
-        op: LogOp,
+        op: Operation,
         record_key: &str,
     ) -> Option<LogEntry> {
+        letter(op)?;
         let target = Target::of(&layout.classify(record_key)?)?;
         let segment = record_key.rsplit('/').next()?.to_string();
         Some(LogEntry {
@@ -304,6 +302,11 @@ impl LogEntry {
             target,
             segment,
         })
+    }
+
+    /// The record write it names: create, update or delete.
+    pub fn op(&self) -> Operation {
+        self.op
     }
 
     /// When the writer made it.
@@ -318,7 +321,8 @@ impl LogEntry {
             COUNTDOWN - self.nanos.min(COUNTDOWN),
             self.run8,
             self.seq,
-            self.op.letter(),
+            // The constructors take only record writes, which all have a letter.
+            letter(self.op).unwrap_or('?'),
             self.target.letter(),
             self.segment
         )
@@ -364,7 +368,7 @@ impl LogEntry {
         }
         let mut letters = what.chars();
         let (Some(op), Some(target), None) = (
-            letters.next().and_then(LogOp::of),
+            letters.next().and_then(operation_of),
             letters.next().and_then(Target::of_letter),
             letters.next(),
         ) else {
@@ -397,7 +401,7 @@ impl LogEntry {
             run_id: &'a str,
             at: String,
             key: String,
-            op: LogOp,
+            op: Operation,
         }
         let at = time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(self.nanos))
             .ok()
@@ -450,7 +454,7 @@ pub enum Seen<'a> {
 pub fn holds(entry: &LogEntry, seen: Seen<'_>) -> bool {
     match seen {
         Seen::Present { carries } => carries == Some(entry.name().as_str()),
-        Seen::Absent => entry.op == LogOp::Delete,
+        Seen::Absent => entry.op == Operation::Delete,
     }
 }
 
@@ -493,8 +497,8 @@ mod tests {
     fn an_entry_names_its_record_and_sorts_newest_first() {
         let l = layout();
         let key = l.resource_key("aws_instance.web[\"a+b\"]");
-        let old = LogEntry::new(&l, at(0), "run-1", 7, LogOp::Update, &key).unwrap();
-        let new = LogEntry::new(&l, at(1), "run-2", 0, LogOp::Delete, &key).unwrap();
+        let old = LogEntry::new(&l, at(0), "run-1", 7, Operation::Update, &key).unwrap();
+        let new = LogEntry::new(&l, at(1), "run-2", 0, Operation::Delete, &key).unwrap();
         assert!(new.key(&l) < old.key(&l), "the newer entry sorts first");
         for e in [&old, &new] {
             assert_eq!(LogEntry::parse(&l, &e.key(&l)).as_ref(), Ok(e));
@@ -506,18 +510,56 @@ mod tests {
         }
         assert_eq!(old.at(), at(0));
         let long = l.resource_key(&"x".repeat(400));
-        let e = LogEntry::new(&l, at(0), "r", 1, LogOp::Create, &long).unwrap();
+        let e = LogEntry::new(&l, at(0), "r", 1, Operation::Create, &long).unwrap();
         assert!(
             e.name().len() <= 240,
             "a digest segment keeps the name short"
         );
         assert_eq!(e.record_key(&l), long);
-        let out = LogEntry::new(&l, at(0), "r", 1, LogOp::Create, &l.output_key("o")).unwrap();
+        let out = LogEntry::new(&l, at(0), "r", 1, Operation::Create, &l.output_key("o")).unwrap();
         assert_eq!(out.record_key(&l), l.output_key("o"));
-        assert!(LogEntry::new(&l, at(0), "r", 1, LogOp::Create, &l.pending_key("x")).is_none());
+        assert!(LogEntry::new(&l, at(0), "r", 1, Operation::Create, &l.pending_key("x")).is_none());
         let body: serde_json::Value = serde_json::from_slice(&old.body(&l, "run-1")).unwrap();
         assert_eq!(body["key"], key.as_str());
         assert_eq!(body["op"], "update");
+    }
+
+    #[test]
+    fn the_log_reads_and_writes_entries_as_earlier_programs_did() {
+        let l = layout();
+        let key = l.resource_key("a.b");
+        for (op, letter, word) in [
+            (Operation::Create, 'c', "create"),
+            (Operation::Update, 'u', "update"),
+            (Operation::Delete, 'd', "delete"),
+        ] {
+            let old = format!(
+                "{}9998235999999999999-0a1b2c3d-000007-{letter}r+{}",
+                l.log_prefix(),
+                key.rsplit('/').next().unwrap()
+            );
+            let e = LogEntry::parse(&l, &old).unwrap();
+            assert_eq!(e.op(), op);
+            assert_eq!(e.key(&l), old, "the name is written as it is read");
+            let made = LogEntry::new(&l, at(0), "run-1", 7, op, &key).unwrap();
+            assert_eq!(
+                String::from_utf8(made.body(&l, "run-1")).unwrap(),
+                format!(
+                    r#"{{"format":"choudoufu-live/log/v1","run_id":"run-1","at":"2025-11-24T16:00:00Z","key":"{key}","op":"{word}"}}"#
+                )
+            );
+        }
+        for op in Operation::ALL {
+            let write = matches!(
+                op,
+                Operation::Create | Operation::Update | Operation::Delete
+            );
+            assert_eq!(
+                LogEntry::new(&l, at(0), "r", 0, op, &key).is_some(),
+                write,
+                "{op}"
+            );
+        }
     }
 
     #[test]
@@ -526,7 +568,7 @@ mod tests {
         let key = l.resource_key("a.b");
         let split = time_key(&l, at(100));
         for (secs, older) in [(99, true), (101, false)] {
-            let e = LogEntry::new(&l, at(secs), "r", 0, LogOp::Create, &key).unwrap();
+            let e = LogEntry::new(&l, at(secs), "r", 0, Operation::Create, &key).unwrap();
             assert_eq!(e.key(&l) > split, older, "{secs}");
         }
     }
@@ -593,7 +635,7 @@ mod tests {
         let l = layout();
         let t = Timing::default();
         let key = l.resource_key("a.b");
-        let e = LogEntry::new(&l, at(0), "r", 0, LogOp::Update, &key).unwrap();
+        let e = LogEntry::new(&l, at(0), "r", 0, Operation::Update, &key).unwrap();
         let name = e.name();
         let carried = Seen::Present {
             carries: Some(&name),
@@ -605,7 +647,7 @@ mod tests {
         assert_eq!(fate(&e, other, at(10), &t), Fate::Pending);
         assert_eq!(fate(&e, Seen::Absent, at(10), &t), Fate::Pending);
         assert_eq!(fate(&e, other, at(421), &t), Fate::Dropped);
-        let d = LogEntry::new(&l, at(0), "r", 1, LogOp::Delete, &key).unwrap();
+        let d = LogEntry::new(&l, at(0), "r", 1, Operation::Delete, &key).unwrap();
         assert_eq!(fate(&d, Seen::Absent, at(10), &t), Fate::Absorbed);
         assert_eq!(
             fate(&d, Seen::Present { carries: None }, at(10), &t),

@@ -12,8 +12,8 @@ use super::say;
 use crate::engine::operation::Operation;
 use crate::engine::plan::ChangeSet;
 use crate::engine::record::Record;
-use crate::engine::record_writes::{DeleteBlock, delete_block};
 use crate::engine::session::SessionError;
+use crate::engine::write::delete_rule::{DeleteBlock, delete_block};
 
 /// How many records are read at once.
 const READS: usize = 16;

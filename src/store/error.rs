@@ -5,6 +5,8 @@ use std::fmt;
 
 use thiserror::Error;
 
+use super::call::StoreCall;
+
 /// The cause of a failed store call: the SDK's, HTTP client's or file system's own error.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -147,8 +149,8 @@ fn reason_of_link(e: &(dyn std::error::Error + 'static)) -> Option<Reason> {
 pub struct StoreError {
     /// The store, e.g. `s3://bucket`.
     pub store: String,
-    /// The operation: get, list, create, update, delete, head.
-    pub op: &'static str,
+    /// The call that failed.
+    pub op: StoreCall,
     /// The key concerned (the prefix, for a listing).
     pub key: String,
     /// What the store said, as the user reads it: one line (the service's error code and message, or the root cause).
@@ -207,7 +209,7 @@ impl StoreError {
     /// A failed `op` on `key` of `store`, caused by `source` (whose text is the message, and whose chain gives the reason).
     pub fn new(
         store: impl Into<String>,
-        op: &'static str,
+        op: StoreCall,
         key: impl Into<String>,
         source: impl Into<Cause>,
     ) -> Self {
@@ -352,8 +354,8 @@ mod tests {
     #[test]
     fn a_refused_connection_is_unavailable_and_named_so() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
-        let e =
-            StoreError::new("s3://b", "update", "tofu-records/e/r/x", io).at("http://127.0.0.1:9");
+        let e = StoreError::new("s3://b", StoreCall::Update, "tofu-records/e/r/x", io)
+            .at("http://127.0.0.1:9");
         assert_eq!(e.reason, Reason::Unreachable);
         assert!(e.unavailable());
         let text = e.to_string();
@@ -372,14 +374,14 @@ mod tests {
             status: 403,
             body: "AuthorizationFailure".into(),
         };
-        let e = StoreError::new("azurerm://a/c", "get", "k", denied);
+        let e = StoreError::new("azurerm://a/c", StoreCall::Get, "k", denied);
         assert_eq!(e.reason, Reason::CredentialsRefused);
         assert!(e.to_string().contains("refused the credentials"), "{e}");
         let busy = super::super::unexpected::UnexpectedStatus {
             status: 500,
             body: "oops".into(),
         };
-        let e = StoreError::new("gs://b", "get", "k", busy);
+        let e = StoreError::new("gs://b", StoreCall::Get, "k", busy);
         assert_eq!(e.reason, Reason::Answered);
         assert!(
             e.to_string()
@@ -394,7 +396,7 @@ mod tests {
             status: 404,
             body: "<Error><Code>ContainerNotFound</Code></Error>".into(),
         };
-        let e = StoreError::new("azurerm://a/c", "list", "tofu-records/e/", missing);
+        let e = StoreError::new("azurerm://a/c", StoreCall::List, "tofu-records/e/", missing);
         assert_eq!(e.reason, Reason::Missing);
         assert!(!e.unavailable());
         assert!(
@@ -412,7 +414,7 @@ mod tests {
         struct Outer(#[source] std::io::Error);
         let e = StoreError::new(
             "local:/x",
-            "get",
+            StoreCall::Get,
             "k",
             Outer(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::call::StoreCall;
 use super::error::StoreError;
 use super::record_store::{NoStoreTime, StoreTime};
 use super::retry::{self, RetryPolicy, Verdict};
@@ -63,7 +64,7 @@ where
 /// The store error for an unexpected answer to `op` on `key`.
 pub async fn unexpected(
     store: String,
-    op: &'static str,
+    op: StoreCall,
     key: &str,
     response: reqwest::Response,
 ) -> StoreError {
@@ -74,7 +75,7 @@ pub async fn unexpected(
 /// object): its `Date`; any other answer is the store error it is.
 pub async fn time_of(
     store: String,
-    op: &'static str,
+    op: StoreCall,
     key: &str,
     response: reqwest::Response,
 ) -> Result<StoreTime, StoreError> {

@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
+use super::call::StoreCall;
 use super::error::StoreError;
 use super::record_store::{
     Conflict, DynStore, KeyRange, Listed, Page, Precondition, RangeStart, RecordStore, StoreTime,
@@ -184,7 +185,7 @@ impl LocalStore {
         Ok(path)
     }
 
-    fn fail(&self, op: &'static str, key: &str) -> impl FnOnce(LocalError) -> StoreError {
+    fn fail(&self, op: StoreCall, key: &str) -> impl FnOnce(LocalError) -> StoreError {
         let store = self.describe();
         let key = key.to_string();
         move |e| StoreError::new(store, op, key, e)
@@ -193,7 +194,7 @@ impl LocalStore {
     /// Run file work off the async threads; its error becomes the store error of `op` on `key`.
     async fn blocking<T: Send + 'static>(
         &self,
-        op: &'static str,
+        op: StoreCall,
         key: &str,
         f: impl FnOnce() -> Result<T, LocalError> + Send + 'static,
     ) -> Result<T, StoreError> {
@@ -463,7 +464,8 @@ impl LocalStore {
         let dir = if dir_key.is_empty() {
             self.root.clone()
         } else {
-            self.path_of(dir_key).map_err(self.fail("list", prefix))?
+            self.path_of(dir_key)
+                .map_err(self.fail(StoreCall::List, prefix))?
         };
         let dir_prefix = if dir_key.is_empty() {
             String::new()
@@ -471,7 +473,7 @@ impl LocalStore {
             format!("{dir_key}/")
         };
         let wanted = prefix.to_string();
-        self.blocking("list", prefix, move || {
+        self.blocking(StoreCall::List, prefix, move || {
             let mut found = Vec::new();
             walk(&dir, &dir_prefix, &mut found)?;
             found.retain(|(k, _)| k.starts_with(&wanted) && range.contains(k));
@@ -542,12 +544,14 @@ impl RecordStore for LocalStore {
 
     async fn store_time(&self, key: &str) -> Result<StoreTime, StoreError> {
         let root = self.root.clone();
-        self.blocking("time", key, move || probe_time(&root)).await
+        self.blocking(StoreCall::Time, key, move || probe_time(&root))
+            .await
     }
 
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-        let path = self.path_of(key).map_err(self.fail("get", key))?;
-        self.blocking("get", key, move || read_record(&path)).await
+        let path = self.path_of(key).map_err(self.fail(StoreCall::Get, key))?;
+        self.blocking(StoreCall::Get, key, move || read_record(&path))
+            .await
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
@@ -576,7 +580,7 @@ impl RecordStore for LocalStore {
         bytes: &[u8],
         precondition: &Precondition,
     ) -> Result<WriteOutcome<Version>, StoreError> {
-        let op = precondition.op();
+        let op = StoreCall::from(precondition);
         let path = self.path_of(key).map_err(self.fail(op, key))?;
         let version = version_of(bytes);
         let bytes = bytes.to_vec();
@@ -593,10 +597,12 @@ impl RecordStore for LocalStore {
     }
 
     async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
-        let path = self.path_of(key).map_err(self.fail("delete", key))?;
+        let path = self
+            .path_of(key)
+            .map_err(self.fail(StoreCall::Delete, key))?;
         let precondition = Precondition::Matches(expected.clone());
         let done = self
-            .blocking("delete", key, move || {
+            .blocking(StoreCall::Delete, key, move || {
                 conditional(&path, &precondition, Change::Delete)
             })
             .await?;
@@ -615,7 +621,7 @@ impl RecordStore for LocalStore {
             for item in page.items {
                 let path = self
                     .path_of(&item.key)
-                    .map_err(self.fail("list_versions", prefix))?;
+                    .map_err(self.fail(StoreCall::ListVersions, prefix))?;
                 files.push((item.key, path));
             }
             match page.next {
@@ -624,7 +630,7 @@ impl RecordStore for LocalStore {
             }
         }
         let versions = self
-            .blocking("list_versions", prefix, move || {
+            .blocking(StoreCall::ListVersions, prefix, move || {
                 let mut versions = Vec::new();
                 for (key, path) in files {
                     let meta = match fs::metadata(&path) {
@@ -652,8 +658,10 @@ impl RecordStore for LocalStore {
 
     /// Always refused: a local folder keeps no old versions.
     async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError> {
-        Err(self.fail("get_version", key)(LocalError::NoHistory {
-            version_id: version_id.to_string(),
-        }))
+        Err(self.fail(StoreCall::GetVersion, key)(
+            LocalError::NoHistory {
+                version_id: version_id.to_string(),
+            },
+        ))
     }
 }

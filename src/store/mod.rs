@@ -13,6 +13,7 @@
 
 pub mod azure;
 pub mod backoff;
+pub mod call;
 pub mod conditional;
 pub mod error;
 pub mod gcs;
@@ -32,6 +33,7 @@ pub mod traced;
 pub mod unexpected;
 pub mod versions;
 
+pub use call::StoreCall;
 pub use conditional::put_conditional;
 pub use error::StoreError;
 pub use guard::{GuardError, SafetyUnchecked, UnsafeRecordStore, WriteGuard};

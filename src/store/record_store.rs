@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use super::call::StoreCall;
 use super::error::StoreError;
 use super::settings::kind::StoreKind;
 use super::versions::VersionListing;
@@ -57,19 +58,21 @@ impl Precondition {
         }
     }
 
-    /// The write's name: `create` or `update`.
-    pub fn op(&self) -> &'static str {
-        match self {
-            Precondition::Absent => "create",
-            Precondition::Matches(_) => "update",
-        }
-    }
-
     /// The refusal of a put under this precondition, with what the store holds if known.
     pub fn conflict(&self, found: Option<Version>) -> Conflict {
         Conflict {
             expected: self.expected().cloned(),
             found,
+        }
+    }
+}
+
+/// The put a write under a precondition makes: a create or an update.
+impl From<&Precondition> for StoreCall {
+    fn from(precondition: &Precondition) -> StoreCall {
+        match precondition {
+            Precondition::Absent => StoreCall::Create,
+            Precondition::Matches(_) => StoreCall::Update,
         }
     }
 }

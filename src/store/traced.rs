@@ -9,6 +9,7 @@ use futures::StreamExt;
 use tracing::Instrument;
 use tracing::field::{Empty, display};
 
+use super::call::StoreCall;
 use super::error::StoreError;
 use super::key;
 use super::record_store::{
@@ -120,7 +121,7 @@ pub(crate) async fn put_conditional(
     let span = tracing::info_span!(
         "store.put_conditional",
         store.kind = kind.as_str(),
-        store.op = precondition.op(),
+        store.op = StoreCall::from(precondition).as_str(),
         key = %key,
         bytes = bytes.len(),
         outcome = Empty,
@@ -250,7 +251,7 @@ impl RecordStore for Traced {
         bytes: &[u8],
         precondition: &Precondition,
     ) -> Result<WriteOutcome<Version>, StoreError> {
-        let op = precondition.op();
+        let op = StoreCall::from(precondition).as_str();
         let span = call_span(self.kind(), op, key);
         span.record("bytes", bytes.len());
         if let Some(v) = precondition.expected() {

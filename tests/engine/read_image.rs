@@ -14,11 +14,12 @@ use std::time::Duration;
 use choudoufu_live::engine::image::Image;
 use choudoufu_live::engine::layout::{EstateName, KeyKind, Layout};
 use choudoufu_live::engine::log_writer::LogWriter;
+use choudoufu_live::engine::operation::Operation;
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::read_cache::ReadCache;
 use choudoufu_live::engine::record::{EstateMeta, Record};
 use choudoufu_live::engine::session::{Instant, RunInfo, Session, Snapshot, Sources, read_estate};
-use choudoufu_live::engine::write_log::{LogOp, Offset, OffsetClock, Timing};
+use choudoufu_live::engine::write_log::{Offset, OffsetClock, Timing};
 use choudoufu_live::store::azure::AzureStore;
 use choudoufu_live::store::gcs::GcsStore;
 use choudoufu_live::store::local::LocalStore;
@@ -673,7 +674,7 @@ async fn bulk_entries(store: &DynStore, l: &Layout, count: usize, at_once: usize
         .map(|i| l.resource_key(&format!("terraform_data.r{}", 2 + i % 5)))
         .collect();
     let made: Vec<_> = futures::stream::iter(&keys)
-        .map(|k| log.log(LogOp::Update, k))
+        .map(|k| log.log(Operation::Update, k))
         .buffer_unordered(at_once)
         .collect()
         .await;

@@ -11,12 +11,14 @@ use std::time::Duration;
 use choudoufu_live::engine::image::Image;
 use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::log_writer::{ClockCheckError, LogWriteError, LogWriter};
+use choudoufu_live::engine::operation::Operation;
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::record::Record;
-use choudoufu_live::engine::record_writes::{self, Outcome, RecordWrite, WriteOp};
 use choudoufu_live::engine::session::{Instant, RunInfo, Session, SessionError};
 use choudoufu_live::engine::session::{Sources, read_estate};
-use choudoufu_live::engine::write_log::{LogEntry, LogOp, Offset, OffsetClock, Timing};
+use choudoufu_live::engine::write::Change;
+use choudoufu_live::engine::write::records::{self, Outcome, RecordWrite};
+use choudoufu_live::engine::write_log::{LogEntry, Offset, OffsetClock, Timing};
 use choudoufu_live::store::{
     DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreError, StoreKind,
     StoreTime, Stored, Version, VersionListing, WriteOutcome, list_all,
@@ -120,7 +122,7 @@ async fn entries_list_newest_first_and_name_their_records(kind: Kind) {
         l.output_key("out"),
         l.resource_key("terraform_data.b[\"x/y\"]"),
     ];
-    let ops = [LogOp::Create, LogOp::Update, LogOp::Delete];
+    let ops = [Operation::Create, Operation::Update, Operation::Delete];
     let mut made = Vec::new();
     for (key, op) in keys.iter().zip(ops) {
         made.push(s.log_write(op, key).await.unwrap());
@@ -158,7 +160,7 @@ async fn entries_list_newest_first_and_name_their_records(kind: Kind) {
     );
     let skew = skewed(&f.store, &l, Offset::Ahead(Duration::from_secs(300)));
     assert!(matches!(
-        skew.log_write(LogOp::Update, &keys[0]).await,
+        skew.log_write(Operation::Update, &keys[0]).await,
         Err(LogWriteError::Clock(ClockCheckError::Skew(_)))
     ));
     assert_eq!(
@@ -182,7 +184,7 @@ async fn a_stalled_write_logs_again(kind: Kind) {
     };
     let s = Session::new(f.store.clone(), l.clone(), run()).with_timing(timing);
     let key = l.resource_key("terraform_data.a");
-    let first = s.log_write(LogOp::Update, &key).await.unwrap();
+    let first = s.log_write(Operation::Update, &key).await.unwrap();
     let kept = s.fresh_entry(first.clone(), &key).await.unwrap();
     assert_eq!(kept, first, "within the stall limit the entry stands");
     tokio::time::sleep(Duration::from_millis(1700)).await;
@@ -190,8 +192,8 @@ async fn a_stalled_write_logs_again(kind: Kind) {
     assert_ne!(again, first);
     assert!(again.at() > first.at() && again.key(&l) < first.key(&l));
     assert_eq!(
-        (again.op, again.record_key(&l)),
-        (LogOp::Update, key.clone())
+        (again.op(), again.record_key(&l)),
+        (Operation::Update, key.clone())
     );
     let listed: Vec<String> = list_all(f.store.as_ref(), &l.log_prefix())
         .await
@@ -251,15 +253,19 @@ async fn every_record_write_logs_first(kind: Kind) {
     .await
     .unwrap();
     let protocol = LogWriter::new(f.store.clone(), l.clone(), &s.run().run_id);
-    let written = record_writes::write_records(
+    let written = records::write_records(
         &f.store,
         &l,
         s.run(),
         &protocol,
         vec![RecordWrite {
             address: "o".into(),
-            kind: record_writes::Kind::Output,
-            op: WriteOp::Create(json!({"output": {"value": "v", "type": "string"}})),
+            kind: records::Kind::Output,
+            change: Change::Put {
+                body: json!({"output": {"value": "v", "type": "string"}}),
+                precondition: Precondition::Absent,
+            },
+            undeclared: false,
         }],
         4,
     )
@@ -270,26 +276,26 @@ async fn every_record_write_logs_first(kind: Kind) {
         "{kind:?}: {written:?}"
     );
     let key = |i: usize| l.resource_key(&format!("terraform_data.r{i}"));
-    let mut listed: Vec<(String, LogOp)> = entries(&f.store, &l)
+    let mut listed: Vec<(String, Operation)> = entries(&f.store, &l)
         .await
         .iter()
         .rev()
-        .map(|e| (e.record_key(&l), e.op))
+        .map(|e| (e.record_key(&l), e.op()))
         .collect();
     let mut expected = vec![
-        (key(0), LogOp::Create),
-        (key(1), LogOp::Create),
-        (key(2), LogOp::Create),
-        (key(2), LogOp::Delete),
-        (key(0), LogOp::Update),
-        (key(1), LogOp::Update),
-        (key(0), LogOp::Delete),
-        (l.output_key("o"), LogOp::Create),
+        (key(0), Operation::Create),
+        (key(1), Operation::Create),
+        (key(2), Operation::Create),
+        (key(2), Operation::Delete),
+        (key(0), Operation::Update),
+        (key(1), Operation::Update),
+        (key(0), Operation::Delete),
+        (l.output_key("o"), Operation::Create),
     ];
     // The writes of one document go out at once, in any order.
     listed[..3].sort_by(|a, b| a.0.cmp(&b.0));
-    listed[3..5].sort_by_key(|(_, op)| *op == LogOp::Update);
-    expected[3..5].sort_by_key(|(_, op)| *op == LogOp::Update);
+    listed[3..5].sort_by_key(|(_, op)| *op == Operation::Update);
+    expected[3..5].sort_by_key(|(_, op)| *op == Operation::Update);
     assert_eq!(listed, expected, "{kind:?}: one entry per record write");
     let names: Vec<String> = entries(&f.store, &l)
         .await
@@ -351,7 +357,7 @@ async fn a_new_image_sweeps_expired_entries(kind: Kind) {
     tokio::time::sleep(Duration::from_secs(5)).await;
     // Made by a clock 50 s ahead (within the skew limit): younger than the retention for 54 s.
     let young = skewed(&f.store, &l, Offset::Ahead(Duration::from_secs(50)))
-        .log_write(LogOp::Update, &l.resource_key("terraform_data.r0"))
+        .log_write(Operation::Update, &l.resource_key("terraform_data.r0"))
         .await
         .unwrap();
     Session::new(f.store.clone(), l.clone(), run())
@@ -478,7 +484,7 @@ async fn a_write_landing_after_compaction_is_seen_through_pending(kind: Kind) {
     let entry = entries(&f.store, &l)
         .await
         .into_iter()
-        .find(|e| e.record_key(&l) == key && e.op == LogOp::Update)
+        .find(|e| e.record_key(&l) == key && e.op() == Operation::Update)
         .expect("the entry is made before the record write");
     // Past the margin, the image is lost and the next read compacts: its watermark lies past the
     // entry, whose record write has not landed.

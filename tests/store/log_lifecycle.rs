@@ -14,9 +14,9 @@ use aws_sdk_s3::types::{
 };
 use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::log_writer::LogWriter;
+use choudoufu_live::engine::operation::Operation;
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::{RunInfo, Session};
-use choudoufu_live::engine::write_log::LogOp;
 use choudoufu_live::store::DynStore;
 use choudoufu_live::store::guard::CheckStatus;
 use choudoufu_live::store::s3::{S3Store, bucket};
@@ -175,7 +175,7 @@ async fn setup_adds_the_write_log_rule_and_entries_carry_its_tag() {
     let direct: DynStore = std::sync::Arc::new(S3Store::connect(&settings).await);
     let record = l.resource_key("terraform_data.a");
     let entry = LogWriter::new(direct.clone(), l.clone(), "run-1")
-        .log(LogOp::Create, &record)
+        .log(Operation::Create, &record)
         .await
         .unwrap();
     let estate = (String::from("tofu-estate"), String::from("prod"));

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 
-use super::{claims, current, history, out, recover, transfer};
+use super::{claims, current, history, log, out, recover, restore, transfer};
 use crate::cli::error::CliError;
 
 /// Look at the estate's records, their history, and move state in and out.
@@ -103,9 +103,9 @@ async fn run_one(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
             address,
             version,
             dry_run,
-        } => history::restore(root, &address, &version, dry_run).await,
+        } => restore::restore(root, &address, &version, dry_run).await,
         RecordsCommand::Log { since, address } => {
-            history::log(root, since.as_deref(), address.as_deref()).await
+            log::log(root, since.as_deref(), address.as_deref()).await
         }
         RecordsCommand::Export { output } => transfer::export(root, output.as_deref()).await,
         RecordsCommand::Import { file } => transfer::import(root, &file).await,

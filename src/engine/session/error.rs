@@ -6,6 +6,7 @@ use super::report::RecordConflictError;
 use crate::engine::log_writer::{ClockCheckError, EntryRefused, LogWriteError};
 use crate::engine::record::CorruptRecord;
 use crate::engine::state::StateError;
+use crate::engine::write::record_write::WriteError;
 use crate::engine::write_log::ClockSkewError;
 use crate::store::{GuardError, SafetyUnchecked, StoreError, UnsafeRecordStore};
 
@@ -46,6 +47,15 @@ impl From<LogWriteError> for SessionError {
             }
             LogWriteError::Clock(ClockCheckError::Skew(s)) => SessionError::ClockSkew(s),
             LogWriteError::Refused(r) => SessionError::LogEntry(r),
+        }
+    }
+}
+
+impl From<WriteError> for SessionError {
+    fn from(e: WriteError) -> Self {
+        match e {
+            WriteError::Log(l) => l.into(),
+            WriteError::Store(s) => SessionError::Store(s),
         }
     }
 }

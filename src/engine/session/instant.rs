@@ -9,14 +9,15 @@ use serde_json::Value;
 use super::assemble::initial_lineage;
 use super::error::SessionError;
 use super::handle::Session;
-use super::report::RecordConflict;
 use super::snapshot::BaseEntry;
 use crate::cut::{Mechanism, cut};
+use crate::engine::operation::Operation;
 use crate::engine::program::now_rfc3339;
 use crate::engine::record::{Record, Writer};
 use crate::engine::state::{Item, ResourceMeta};
-use crate::engine::write_log::LogOp;
-use crate::store::{self, Precondition, WriteOutcome};
+use crate::engine::write::conflict::RecordConflict;
+use crate::engine::write::record_write::{Change, Wrote, write_record};
+use crate::store::Precondition;
 
 /// One instance record to write at once.
 #[derive(Clone, Debug)]
@@ -84,40 +85,109 @@ impl Session {
         };
         let key = self.layout.resource_key(&address);
         let base = view.base().get(&key).cloned();
-        let Some((meta, instance, terraform_version)) = put else {
-            let Some(base) = base else {
-                return Ok(Landed::Unchanged);
-            };
-            self.check_guard().await?;
-            // The log entry and the store call go out without the session's lock, so calls
-            // that return at once are written at once; no other writer of this run writes this
-            // instance meanwhile (terraform has not heard the answer yet).
-            drop(view);
-            self.log.before_write(LogOp::Delete, &key).await?;
-            let outcome = self.store.delete(&key, &base.version).await?;
-            let mut view = self.view.lock().await;
-            let still = view.base().get(&key).map(|b| &b.version) == Some(&base.version);
-            return Ok(match outcome {
-                WriteOutcome::Conflict(c) if c.found.is_some() => Landed::Refused(RecordConflict {
-                    address,
-                    op: "delete",
-                    expected: c.expected,
-                    stored: c.found,
-                }),
-                // Deleted now, or already gone.
-                WriteOutcome::Written(()) | WriteOutcome::Conflict(_) => {
-                    if still {
-                        view.base().remove(&key);
-                        view.snapshot.records.remove(&key);
-                    }
-                    Landed::Deleted
-                }
-            });
+        let (change, digest) = match (put, base) {
+            (None, None) => return Ok(Landed::Unchanged),
+            (None, Some(base)) => (
+                Change::Delete {
+                    expected: base.version,
+                },
+                None,
+            ),
+            (Some((meta, instance, terraform_version)), base) => {
+                let record = self.instance_record(&address, meta, instance, terraform_version);
+                let digest = record.content_digest();
+                let precondition = match base {
+                    Some(b) if b.digest == digest => return Ok(Landed::Unchanged),
+                    Some(b) => Precondition::Matches(b.version),
+                    None => Precondition::Absent,
+                };
+                let change = Change::Put {
+                    body: record,
+                    precondition,
+                };
+                (change, Some(digest))
+            }
         };
-        let mut record = Record {
+        self.check_guard().await?;
+        if matches!(change, Change::Put { .. }) && view.snapshot.estate.is_none() {
+            let lineage = match (&view.pin, &view.served) {
+                (Some(pin), _) => pin.lineage.clone(),
+                (None, Some((lineage, _))) => lineage.clone(),
+                (None, None) => initial_lineage(&self.layout),
+            };
+            view.snapshot.estate = Some(self.ensure_estate(&lineage).await?);
+        }
+        // The version the base held when this write was made against it: the base moves on only from it.
+        let expected = match &change {
+            Change::Put { precondition, .. } => precondition.expected().cloned(),
+            Change::Delete { expected } => Some(expected.clone()),
+        };
+        let op = change.operation();
+        // The log entry and the store call go out without the session's lock, so calls that
+        // return at once are written at once; no other writer of this run writes this instance
+        // meanwhile (terraform has not heard the answer yet).
+        drop(view);
+        let wrote = write_record(
+            self.store.as_ref(),
+            &self.layout,
+            &self.log,
+            &key,
+            &address,
+            change,
+        )
+        .await?;
+        let mut view = self.view.lock().await;
+        let still = view.base().get(&key).map(|b| &b.version) == expected.as_ref();
+        // What the store holds now: the record written (or this run's own, written before), or none.
+        let now = match wrote {
+            Wrote::Put {
+                version,
+                body,
+                bytes,
+            } => {
+                if let Some(cache) = &self.cache {
+                    cache.put(&key, &version, &bytes);
+                }
+                Some((version, body))
+            }
+            Wrote::Already { version, stored } => Some((version, stored)),
+            // Deleted now, or already gone.
+            Wrote::Deleted | Wrote::AlreadyGone => None,
+            Wrote::Conflict(c) => return Ok(Landed::Refused(c)),
+        };
+        if still {
+            match now {
+                Some((version, record)) => {
+                    let digest = digest.unwrap_or_else(|| record.content_digest());
+                    let entry = BaseEntry::new(version, digest, record);
+                    view.base().insert(key.clone(), entry.base_ref());
+                    view.snapshot.records.insert(key, entry);
+                }
+                None => {
+                    view.base().remove(&key);
+                    view.snapshot.records.remove(&key);
+                }
+            }
+        }
+        Ok(match op {
+            Operation::Create => Landed::Created,
+            Operation::Update => Landed::Updated,
+            _ => Landed::Deleted,
+        })
+    }
+
+    /// The record of `address`'s instance object, stamped by this run.
+    fn instance_record(
+        &self,
+        address: &str,
+        meta: ResourceMeta,
+        instance: Value,
+        terraform_version: Option<String>,
+    ) -> Record {
+        Record {
             estate: self.layout.estate().to_string(),
             item: Item::Resource {
-                address: address.clone(),
+                address: address.to_string(),
                 meta,
                 instance: instance.into(),
             },
@@ -129,60 +199,6 @@ impl Session {
                 restored_from: None,
                 log: None,
             },
-        };
-        let digest = record.content_digest();
-        let precondition = match &base {
-            Some(b) if b.digest == digest => return Ok(Landed::Unchanged),
-            Some(b) => Precondition::Matches(b.version.clone()),
-            None => Precondition::Absent,
-        };
-        self.check_guard().await?;
-        if view.snapshot.estate.is_none() {
-            let lineage = match (&view.pin, &view.served) {
-                (Some(pin), _) => pin.lineage.clone(),
-                (None, Some((lineage, _))) => lineage.clone(),
-                (None, None) => initial_lineage(&self.layout),
-            };
-            view.snapshot.estate = Some(self.ensure_estate(&lineage).await?);
         }
-        let op = match precondition {
-            Precondition::Absent => LogOp::Create,
-            Precondition::Matches(_) => LogOp::Update,
-        };
-        // As for a delete: the log entry and the PUT go out without the session's lock.
-        drop(view);
-        let entry = self.log.before_write(op, &key).await?;
-        record.writer.log = Some(entry.name());
-        let bytes = record.encode();
-        let outcome =
-            store::put_conditional(self.store.as_ref(), &key, &bytes, &precondition).await?;
-        let mut view = self.view.lock().await;
-        Ok(match outcome {
-            WriteOutcome::Written(version) => {
-                if let Some(cache) = &self.cache {
-                    cache.put(&key, &version, &bytes);
-                }
-                // The base moves on only from the version this write was made against.
-                let expected = match &precondition {
-                    Precondition::Absent => None,
-                    Precondition::Matches(v) => Some(v),
-                };
-                if view.base().get(&key).map(|b| &b.version) == expected {
-                    let entry = BaseEntry::new(version, digest, record);
-                    view.base().insert(key.clone(), entry.base_ref());
-                    view.snapshot.records.insert(key, entry);
-                }
-                match precondition {
-                    Precondition::Absent => Landed::Created,
-                    Precondition::Matches(_) => Landed::Updated,
-                }
-            }
-            WriteOutcome::Conflict(c) => Landed::Refused(RecordConflict {
-                address,
-                op: precondition.op(),
-                expected: c.expected,
-                stored: c.found,
-            }),
-        })
     }
 }

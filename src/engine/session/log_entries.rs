@@ -3,7 +3,8 @@
 
 use super::handle::Session;
 use crate::engine::log_writer::{ClockCheckError, LogWriteError};
-use crate::engine::write_log::{LogEntry, LogOp};
+use crate::engine::operation::Operation;
+use crate::engine::write_log::LogEntry;
 
 impl Session {
     /// Compare this session's clock with the store's, once (a check that could not be made is
@@ -14,7 +15,11 @@ impl Session {
 
     /// Make the entry for `op` on `record_key` (`If-None-Match: *`), after the clock check:
     /// before the record write it names.
-    pub async fn log_write(&self, op: LogOp, record_key: &str) -> Result<LogEntry, LogWriteError> {
+    pub async fn log_write(
+        &self,
+        op: Operation,
+        record_key: &str,
+    ) -> Result<LogEntry, LogWriteError> {
         self.log.log(op, record_key).await
     }
 

@@ -9,9 +9,9 @@
 //! run, `snapshot` the records it read and the base a write compares against, `run_info` who
 //! the run is, `read` reading the estate, `log_entries` the session's side of the write log
 //! (its clock check, its entries), `assemble` the state document served, `write` writing one
-//! (`report` what it did), `instant` writing one record at a provider's return, `recovery` what
-//! a failed write leaves, `trace` the
-//! spans and metrics, and `error` why a call failed.
+//! (`report` what it did), `instant` writing one record at a provider's return (both through
+//! [`crate::engine::write`]'s one record write), `recovery` what a failed write leaves, `trace`
+//! the spans and metrics, and `error` why a call failed.
 
 mod assemble;
 mod error;
@@ -31,13 +31,14 @@ pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_line
 pub use error::SessionError;
 pub use handle::{DEFAULT_PARALLEL, Session};
 
+pub use crate::engine::write::conflict::RecordConflict;
 pub use instant::{Instant, Landed};
 pub use read::{
     Read, ReadStats, Sources, fetch_image, read_estate, read_snapshot, read_snapshot_cached,
     snapshot_of_image,
 };
 pub use recovery::{RECOVERY_FORMAT, Recovery, RecoveryError};
-pub use report::{RecordConflict, RecordConflictError, WriteReport};
+pub use report::{RecordConflictError, WriteReport};
 pub use run_info::RunInfo;
 pub use snapshot::{BaseEntry, BaseRef, Part, PartInstance, Snapshot};
 pub use view::{Pin, Unwritten};

@@ -7,32 +7,28 @@ use futures::{StreamExt, stream};
 use super::assemble::initial_lineage;
 use super::error::SessionError;
 use super::handle::Session;
-use super::report::{RecordConflict, WriteReport};
+use super::report::WriteReport;
 use super::snapshot::{BaseEntry, BaseRef};
 use super::trace;
 use super::view::{Unwritten, View};
 use crate::cut::{Mechanism, cut};
 use crate::engine::claims;
 use crate::engine::layout::{KeyKind, Layout};
+use crate::engine::operation::Operation;
 use crate::engine::program::now_rfc3339;
 use crate::engine::record::{CorruptRecord, ESTATE_FORMAT, EstateMeta, Record, Writer};
 use crate::engine::state;
-use crate::engine::write_log::LogOp;
+use crate::engine::write::conflict::RecordConflict;
+use crate::engine::write::record_write::{Change, Wrote, write_record};
 use crate::store::{self, Precondition, Version, WriteOutcome};
 
-/// One record write a document asks for.
-enum Op {
-    Put {
-        key: String,
-        record: Box<Record>,
-        digest: String,
-        precondition: Precondition,
-    },
-    Delete {
-        key: String,
-        address: String,
-        expected: Version,
-    },
+/// One record write a document asks for: at `key`, of `address`; a put carries the content
+/// digest the base keeps once it lands.
+struct Asked {
+    key: String,
+    address: String,
+    digest: Option<String>,
+    change: Change<Record>,
 }
 
 /// What became of one record write: it landed, it was refused, or (under a saved plan) skipped.
@@ -159,33 +155,31 @@ impl Session {
     async fn skip_held(
         &self,
         view: &View,
-        ops: Vec<Op>,
+        ops: Vec<Asked>,
         report: &mut WriteReport,
-    ) -> Result<Vec<Op>, SessionError> {
+    ) -> Result<Vec<Asked>, SessionError> {
         let Some(changes) = &view.changes else {
             return Ok(ops);
         };
         if cut(Mechanism::RefreshSkip) {
             return Ok(ops);
         }
-        let judged: Vec<Result<(Op, bool), SessionError>> = stream::iter(ops)
+        let judged: Vec<Result<(Asked, bool), SessionError>> = stream::iter(ops)
             .map(|op| async move {
-                let (key, address) = match &op {
-                    Op::Put { key, record, .. } => (key, record.address().to_string()),
-                    Op::Delete { key, address, .. } => (key, address.clone()),
-                };
-                if changes.contains(key) || self.layout.classify(key) != Some(KeyKind::Resource) {
+                if changes.contains(&op.key)
+                    || self.layout.classify(&op.key) != Some(KeyKind::Resource)
+                {
                     return Ok((op, false));
                 }
                 let held = claims::held_by_other(
                     &self.store,
                     &self.layout,
                     &self.run.run_id,
-                    &address,
+                    &op.address,
                 )
                 .await?;
                 if let Some(holder) = &held {
-                    tracing::info!(address = %address, holder = %holder.run_id, "skipped a record this run's plan does not change: another live run holds its claim");
+                    tracing::info!(address = %op.address, holder = %holder.run_id, "skipped a record this run's plan does not change: another live run holds its claim");
                 }
                 Ok((op, held.is_some()))
             })
@@ -195,8 +189,7 @@ impl Session {
         let mut keep = Vec::new();
         for j in judged {
             match j? {
-                (Op::Put { record, .. }, true) => report.skipped.push(record.address().to_string()),
-                (Op::Delete { address, .. }, true) => report.skipped.push(address),
+                (op, true) => report.skipped.push(op.address),
                 (op, false) => keep.push(op),
             }
         }
@@ -257,123 +250,59 @@ impl Session {
         }
     }
 
-    async fn apply(&self, op: Op) -> Result<Done, SessionError> {
-        match op {
-            Op::Put {
-                key,
-                mut record,
-                digest,
-                precondition,
+    async fn apply(&self, asked: Asked) -> Result<Done, SessionError> {
+        let Asked {
+            key,
+            address,
+            digest,
+            change,
+        } = asked;
+        let created = change.operation() == Operation::Create;
+        let wrote = write_record(
+            self.store.as_ref(),
+            &self.layout,
+            &self.log,
+            &key,
+            &address,
+            change,
+        )
+        .await?;
+        Ok(match wrote {
+            Wrote::Put {
+                version,
+                body,
+                bytes,
             } => {
-                let op = match precondition {
-                    Precondition::Absent => LogOp::Create,
-                    Precondition::Matches(_) => LogOp::Update,
-                };
-                let entry = self.log.before_write(op, &key).await?;
-                record.writer.log = Some(entry.name());
-                let bytes = record.encode();
-                let outcome =
-                    store::put_conditional(self.store.as_ref(), &key, &bytes, &precondition)
-                        .await?;
-                Ok(match outcome {
-                    WriteOutcome::Written(version) => {
-                        if let Some(cache) = &self.cache {
-                            // What this run wrote is what the next read lists: keep it warm.
-                            cache.put(&key, &version, &bytes);
-                        }
-                        Done::Put {
-                            key,
-                            entry: Box::new(BaseEntry::new(version, digest, *record)),
-                            created: precondition == Precondition::Absent,
-                        }
-                    }
-                    WriteOutcome::Conflict(c) => {
-                        if c.found.is_some()
-                            && let Some(entry) = self.own_content(&key, &digest).await?
-                        {
-                            return Ok(Done::Already {
-                                key,
-                                entry: Box::new(entry),
-                            });
-                        }
-                        Done::Refused {
-                            key,
-                            conflict: RecordConflict {
-                                address: record.address().to_string(),
-                                op: precondition.op(),
-                                expected: c.expected,
-                                stored: c.found,
-                            },
-                        }
-                    }
-                })
+                if let Some(cache) = &self.cache {
+                    // What this run wrote is what the next read lists: keep it warm.
+                    cache.put(&key, &version, &bytes);
+                }
+                let digest = digest.unwrap_or_else(|| body.content_digest());
+                Done::Put {
+                    key,
+                    entry: Box::new(BaseEntry::new(version, digest, body)),
+                    created,
+                }
             }
-            Op::Delete {
-                key,
-                address,
-                expected,
-            } => {
-                self.log.before_write(LogOp::Delete, &key).await?;
-                self.delete(key, address, expected).await
+            Wrote::Already { version, stored } => {
+                let digest = digest.unwrap_or_else(|| stored.content_digest());
+                Done::Already {
+                    key,
+                    entry: Box::new(BaseEntry::new(version, digest, stored)),
+                }
             }
-        }
-    }
-
-    async fn delete(
-        &self,
-        key: String,
-        address: String,
-        expected: Version,
-    ) -> Result<Done, SessionError> {
-        Ok(match self.store.delete(&key, &expected).await? {
-            WriteOutcome::Written(()) => Done::Deleted {
+            Wrote::Deleted => Done::Deleted {
                 key,
                 address,
                 already_gone: false,
             },
-            WriteOutcome::Conflict(c) if c.found.is_none() => Done::Deleted {
+            Wrote::AlreadyGone => Done::Deleted {
                 key,
                 address,
                 already_gone: true,
             },
-            WriteOutcome::Conflict(c) => Done::Refused {
-                key,
-                conflict: RecordConflict {
-                    address,
-                    op: "delete",
-                    expected: c.expected,
-                    stored: c.found,
-                },
-            },
+            Wrote::Conflict(conflict) => Done::Refused { key, conflict },
         })
-    }
-}
-
-impl Session {
-    /// The record at `key`, when it is this run's own with content `digest`: a write of it landed before.
-    async fn own_content(
-        &self,
-        key: &str,
-        digest: &str,
-    ) -> Result<Option<BaseEntry>, SessionError> {
-        if cut(Mechanism::OwnContent) {
-            return Ok(None);
-        }
-        let Some(stored) = self.store.get(key).await? else {
-            return Ok(None);
-        };
-        let Ok(record) = Record::decode(key, &stored.bytes, &self.layout) else {
-            return Ok(None);
-        };
-        if record.writer.run_id != self.run.run_id || record.content_digest() != digest {
-            return Ok(None);
-        }
-        tracing::info!(key = %key, "the store already holds this run's own record with this content");
-        Ok(Some(BaseEntry::new(
-            stored.version,
-            digest.to_string(),
-            record,
-        )))
     }
 }
 
@@ -382,14 +311,17 @@ fn diff(
     base: &BTreeMap<String, BaseRef>,
     wanted: BTreeMap<String, Record>,
     report: &mut WriteReport,
-) -> Vec<Op> {
+) -> Vec<Asked> {
     let mut ops = Vec::new();
     for (key, entry) in base {
         if !wanted.contains_key(key) {
-            ops.push(Op::Delete {
+            ops.push(Asked {
                 key: key.clone(),
                 address: entry.address.clone(),
-                expected: entry.version.clone(),
+                digest: None,
+                change: Change::Delete {
+                    expected: entry.version.clone(),
+                },
             });
         }
     }
@@ -404,11 +336,14 @@ fn diff(
             Some(entry) => Precondition::Matches(entry.version.clone()),
             None => Precondition::Absent,
         };
-        ops.push(Op::Put {
+        ops.push(Asked {
             key,
-            record: Box::new(record),
-            digest,
-            precondition,
+            address: record.address().to_string(),
+            digest: Some(digest),
+            change: Change::Put {
+                body: record,
+                precondition,
+            },
         });
     }
     ops

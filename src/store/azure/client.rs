@@ -10,6 +10,7 @@ use object_store::{BackoffConfig, ObjectStore, ObjectStoreExt, RetryConfig};
 use reqwest::Method;
 
 use super::settings::{AzureSettings, parse_connection_string};
+use crate::store::call::StoreCall;
 use crate::store::error::{Cause, StoreError};
 use crate::store::http::{self, ClientError};
 use crate::store::record_store::{
@@ -76,31 +77,36 @@ impl AzureStore {
     pub fn client(&self) -> Result<&MicrosoftAzure, StoreError> {
         match &self.blobs {
             Blobs::Ready(a) => Ok(a),
-            Blobs::Broken(m) => Err(StoreError::new(self.describe(), "connect", "", m.clone())),
+            Blobs::Broken(m) => Err(StoreError::new(
+                self.describe(),
+                StoreCall::Connect,
+                "",
+                m.clone(),
+            )),
         }
     }
 
     /// The HTTP client of the direct requests, or why there is none.
-    pub(super) fn http(&self, op: &'static str, key: &str) -> Result<&reqwest::Client, StoreError> {
+    pub(super) fn http(&self, op: StoreCall, key: &str) -> Result<&reqwest::Client, StoreError> {
         self.http
             .as_ref()
             .map_err(|e| self.fail(op, key, e.clone()))
     }
 
-    pub(super) fn fail(&self, op: &'static str, key: &str, err: impl Into<Cause>) -> StoreError {
+    pub(super) fn fail(&self, op: StoreCall, key: &str, err: impl Into<Cause>) -> StoreError {
         StoreError::new(self.describe(), op, key, err)
     }
 
-    pub(super) fn path(&self, op: &'static str, key: &str) -> Result<Path, StoreError> {
+    pub(super) fn path(&self, op: StoreCall, key: &str) -> Result<Path, StoreError> {
         Path::parse(key).map_err(|e| self.fail(op, key, e))
     }
 
     pub(super) async fn head_version(&self, key: &str) -> Result<Option<Version>, StoreError> {
-        let path = self.path("head", key)?;
+        let path = self.path(StoreCall::Head, key)?;
         match self.client()?.head(&path).await {
             Ok(meta) => Ok(meta.e_tag.map(|t| version(&t))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(self.fail("head", key, e)),
+            Err(e) => Err(self.fail(StoreCall::Head, key, e)),
         }
     }
 
@@ -111,7 +117,7 @@ impl AzureStore {
         bytes: &[u8],
         precondition: &Precondition,
     ) -> Result<WriteOutcome<Version>, StoreError> {
-        let op = precondition.op();
+        let op = StoreCall::from(precondition);
         let url = self.blob_url(key).map_err(|e| self.fail(op, key, e))?;
         let condition = match precondition {
             Precondition::Absent => ("If-None-Match", "*".to_string()),
@@ -177,7 +183,7 @@ impl AzureStore {
         let azure = self.client()?;
         // Listings are by whole path segments; filter the last, partial one here.
         let (dir, _) = prefix.rsplit_once('/').unwrap_or(("", prefix));
-        let dir = Path::parse(dir).map_err(|e| self.fail("list", prefix, e))?;
+        let dir = Path::parse(dir).map_err(|e| self.fail(StoreCall::List, prefix, e))?;
         let dir = Some(&dir).filter(|d| !d.as_ref().is_empty());
         let start = match (token, &range.after) {
             (Some(t), Some(a)) => Some(t.max(a.clone())),
@@ -193,7 +199,7 @@ impl AzureStore {
         while let Some(meta) = stream
             .try_next()
             .await
-            .map_err(|e| self.fail("list", prefix, e))?
+            .map_err(|e| self.fail(StoreCall::List, prefix, e))?
         {
             let key = meta.location.as_ref().to_string();
             if !key.starts_with(prefix) {

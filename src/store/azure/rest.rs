@@ -8,6 +8,7 @@ use reqwest::Method;
 use reqwest::header::CONTENT_LENGTH;
 
 use super::client::AzureStore;
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::http;
 use crate::store::record_store::{RecordStore, StoreTime};
@@ -36,18 +37,20 @@ impl AzureStore {
 
     /// The `Date` of a Get Blob Properties (`HEAD`) of `key`: a missing blob's 404 tells the time as well.
     pub(super) async fn clock(&self, key: &str) -> Result<StoreTime, StoreError> {
-        let url = self.blob_url(key).map_err(|e| self.fail("time", key, e))?;
+        let url = self
+            .blob_url(key)
+            .map_err(|e| self.fail(StoreCall::Time, key, e))?;
         let response = self
-            .rest("time", key, Method::HEAD, url, &[], Vec::new())
+            .rest(StoreCall::Time, key, Method::HEAD, url, &[], Vec::new())
             .await?;
-        http::time_of(self.describe(), "time", key, response).await
+        http::time_of(self.describe(), StoreCall::Time, key, response).await
     }
 
     /// Send one authorised request under the retry policy (a busy service, a failed or lost
     /// answer is tried again, signed afresh); the answer of the last try, whatever its status.
     pub(super) async fn rest(
         &self,
-        op: &'static str,
+        op: StoreCall,
         key: &str,
         method: Method,
         url: url::Url,
@@ -64,7 +67,7 @@ impl AzureStore {
     /// One try of [`AzureStore::rest`]: signed and sent; the answer or the transport's error.
     async fn try_rest(
         &self,
-        op: &'static str,
+        op: StoreCall,
         key: &str,
         method: Method,
         url: &url::Url,

@@ -17,6 +17,7 @@ use thiserror::Error;
 
 use super::client::AzureStore;
 use super::settings::AzureSettings;
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::guard::{
     CheckStatus, Safety, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
@@ -81,8 +82,8 @@ impl AzureStore {
             op,
             source,
         };
-        let url = url.map_err(|e| fail(self.fail("admin", "", e)))?;
-        self.rest("admin", "", method, url, headers, body)
+        let url = url.map_err(|e| fail(self.fail(StoreCall::Admin, "", e)))?;
+        self.rest(StoreCall::Admin, "", method, url, headers, body)
             .await
             .map_err(fail)
     }
@@ -98,7 +99,7 @@ impl AzureStore {
             Err(AzureSafetyError {
                 store: self.describe(),
                 op,
-                source: http::unexpected(self.describe(), "admin", "", response).await,
+                source: http::unexpected(self.describe(), StoreCall::Admin, "", response).await,
             })
         }
     }
@@ -124,7 +125,7 @@ impl AzureStore {
         AzureSafetyError {
             store: self.describe(),
             op,
-            source: self.fail("admin", "", e),
+            source: self.fail(StoreCall::Admin, "", e),
         }
     }
 

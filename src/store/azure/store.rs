@@ -7,6 +7,7 @@ use reqwest::Method;
 use super::client::{AzureStore, version};
 use super::settings::AzureSettings;
 use super::{safety, versions};
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::guard::WriteGuard;
 use crate::store::http;
@@ -40,14 +41,17 @@ impl RecordStore for AzureStore {
     }
 
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-        let path = self.path("get", key)?;
+        let path = self.path(StoreCall::Get, key)?;
         let result = match self.client()?.get(&path).await {
             Ok(r) => r,
             Err(object_store::Error::NotFound { .. }) => return Ok(None),
-            Err(e) => return Err(self.fail("get", key, e)),
+            Err(e) => return Err(self.fail(StoreCall::Get, key, e)),
         };
         let token = result.meta.e_tag.clone().unwrap_or_default();
-        let bytes = result.bytes().await.map_err(|e| self.fail("get", key, e))?;
+        let bytes = result
+            .bytes()
+            .await
+            .map_err(|e| self.fail(StoreCall::Get, key, e))?;
         Ok(Some(Stored {
             bytes: Vec::from(bytes),
             version: version(&token),
@@ -86,17 +90,24 @@ impl RecordStore for AzureStore {
     async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
         let url = self
             .blob_url(key)
-            .map_err(|e| self.fail("delete", key, e))?;
+            .map_err(|e| self.fail(StoreCall::Delete, key, e))?;
         let headers = [("If-Match", expected.token.clone())];
         let response = self
-            .rest("delete", key, Method::DELETE, url, &headers, Vec::new())
+            .rest(
+                StoreCall::Delete,
+                key,
+                Method::DELETE,
+                url,
+                &headers,
+                Vec::new(),
+            )
             .await?;
         match response.status().as_u16() {
             200..=299 => Ok(WriteOutcome::Written(())),
             412 | 404 | 409 => Ok(WriteOutcome::Conflict(
                 Precondition::Matches(expected.clone()).conflict(self.head_version(key).await?),
             )),
-            _ => Err(http::unexpected(self.describe(), "delete", key, response).await),
+            _ => Err(http::unexpected(self.describe(), StoreCall::Delete, key, response).await),
         }
     }
 

@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 
 use super::client::AzureStore;
 use super::client::version;
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::http;
 use crate::store::record_store::{RecordStore, Stored};
@@ -79,18 +80,27 @@ async fn page(
     }
     let url = store
         .container_url(&query)
-        .map_err(|e| store.fail("list_versions", prefix, e))?;
+        .map_err(|e| store.fail(StoreCall::ListVersions, prefix, e))?;
     let response = store
-        .rest("list_versions", prefix, Method::GET, url, &[], Vec::new())
+        .rest(
+            StoreCall::ListVersions,
+            prefix,
+            Method::GET,
+            url,
+            &[],
+            Vec::new(),
+        )
         .await?;
     if !response.status().is_success() {
-        return Err(http::unexpected(store.describe(), "list_versions", prefix, response).await);
+        return Err(
+            http::unexpected(store.describe(), StoreCall::ListVersions, prefix, response).await,
+        );
     }
     let text = response
         .text()
         .await
-        .map_err(|e| store.fail("list_versions", prefix, e))?;
-    quick_xml::de::from_str(&text).map_err(|e| store.fail("list_versions", prefix, e))
+        .map_err(|e| store.fail(StoreCall::ListVersions, prefix, e))?;
+    quick_xml::de::from_str(&text).map_err(|e| store.fail(StoreCall::ListVersions, prefix, e))
 }
 
 /// Every version of the blobs under `prefix`.
@@ -103,7 +113,7 @@ pub(super) async fn list(store: &AzureStore, prefix: &str) -> Result<VersionList
         match page.next_marker.filter(|m| !m.is_empty()) {
             Some(m) if marker.as_deref() == Some(m.as_str()) => {
                 return Err(store.fail(
-                    "list_versions",
+                    StoreCall::ListVersions,
                     prefix,
                     format!("the service gave marker {m:?} twice; the listing does not advance"),
                 ));
@@ -174,10 +184,17 @@ pub(super) async fn get(
 ) -> Result<Option<Stored>, StoreError> {
     let mut url = store
         .blob_url(key)
-        .map_err(|e| store.fail("get_version", key, e))?;
+        .map_err(|e| store.fail(StoreCall::GetVersion, key, e))?;
     url.query_pairs_mut().append_pair("versionid", version_id);
     let response = store
-        .rest("get_version", key, Method::GET, url, &[], Vec::new())
+        .rest(
+            StoreCall::GetVersion,
+            key,
+            Method::GET,
+            url,
+            &[],
+            Vec::new(),
+        )
         .await?;
     match response.status().as_u16() {
         200 => {
@@ -190,7 +207,7 @@ pub(super) async fn get(
             let bytes = response
                 .bytes()
                 .await
-                .map_err(|e| store.fail("get_version", key, e))?;
+                .map_err(|e| store.fail(StoreCall::GetVersion, key, e))?;
             let mut v = version(&etag);
             v.version_id = Some(version_id.to_string());
             Ok(Some(Stored {
@@ -199,6 +216,6 @@ pub(super) async fn get(
             }))
         }
         404 | 400 => Ok(None),
-        _ => Err(http::unexpected(store.describe(), "get_version", key, response).await),
+        _ => Err(http::unexpected(store.describe(), StoreCall::GetVersion, key, response).await),
     }
 }

@@ -8,6 +8,7 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 
 use super::settings::GcsSettings;
+use crate::store::call::StoreCall;
 use crate::store::error::{Cause, StoreError};
 use crate::store::http::{self, ClientError};
 use crate::store::record_store::{
@@ -102,7 +103,7 @@ impl GcsStore {
         self
     }
 
-    pub(super) fn fail(&self, op: &'static str, key: &str, err: impl Into<Cause>) -> StoreError {
+    pub(super) fn fail(&self, op: StoreCall, key: &str, err: impl Into<Cause>) -> StoreError {
         StoreError::new(self.describe(), op, key, err)
     }
 
@@ -120,7 +121,7 @@ impl GcsStore {
 
     pub(super) async fn authorised(
         &self,
-        op: &'static str,
+        op: StoreCall,
         key: &str,
         req: reqwest::RequestBuilder,
     ) -> Result<reqwest::RequestBuilder, StoreError> {
@@ -140,7 +141,7 @@ impl GcsStore {
     /// Send under the retry policy (a busy service, a failed or lost answer is tried again); the response of the last try.
     pub(super) async fn send(
         &self,
-        op: &'static str,
+        op: StoreCall,
         key: &str,
         make: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, StoreError> {
@@ -157,7 +158,7 @@ impl GcsStore {
 
     pub(super) async fn error(
         &self,
-        op: &'static str,
+        op: StoreCall,
         key: &str,
         response: reqwest::Response,
     ) -> StoreError {
@@ -168,24 +169,26 @@ impl GcsStore {
     pub(super) async fn clock(&self, key: &str) -> Result<StoreTime, StoreError> {
         let url = self.object_url(key);
         let response = self
-            .send("time", key, |http| {
+            .send(StoreCall::Time, key, |http| {
                 http.get(&url).query(&[("fields", "generation")])
             })
             .await?;
-        http::time_of(self.describe(), "time", key, response).await
+        http::time_of(self.describe(), StoreCall::Time, key, response).await
     }
 
     pub(super) async fn metadata(&self, key: &str) -> Result<Option<Object>, StoreError> {
         let url = self.object_url(key);
-        let response = self.send("get", key, |http| http.get(&url)).await?;
+        let response = self
+            .send(StoreCall::Get, key, |http| http.get(&url))
+            .await?;
         match response.status().as_u16() {
             200 => response
                 .json::<Object>()
                 .await
                 .map(Some)
-                .map_err(|e| self.fail("get", key, e)),
+                .map_err(|e| self.fail(StoreCall::Get, key, e)),
             404 => Ok(None),
-            _ => Err(self.error("get", key, response).await),
+            _ => Err(self.error(StoreCall::Get, key, response).await),
         }
     }
 
@@ -200,7 +203,7 @@ impl GcsStore {
         let url = self.bucket_url();
         let page_size = limit.to_string();
         let response = self
-            .send("list", prefix, |http| {
+            .send(StoreCall::List, prefix, |http| {
                 let mut req = http.get(&url).query(&[
                     ("prefix", prefix),
                     ("maxResults", page_size.as_str()),
@@ -220,12 +223,12 @@ impl GcsStore {
             })
             .await?;
         if response.status().as_u16() != 200 {
-            return Err(self.error("list", prefix, response).await);
+            return Err(self.error(StoreCall::List, prefix, response).await);
         }
         let objects: Objects = response
             .json()
             .await
-            .map_err(|e| self.fail("list", prefix, e))?;
+            .map_err(|e| self.fail(StoreCall::List, prefix, e))?;
         let items = objects
             .items
             .iter()
@@ -246,7 +249,7 @@ impl GcsStore {
         bytes: &[u8],
         precondition: &Precondition,
     ) -> Result<WriteOutcome<Version>, StoreError> {
-        let op = precondition.op();
+        let op = StoreCall::from(precondition);
         let url = format!(
             "{}/upload/storage/v1/b/{}/o",
             self.endpoint,

@@ -13,6 +13,7 @@ use thiserror::Error;
 
 use super::client::GcsStore;
 use super::settings::GcsSettings;
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::guard::{
     CheckStatus, Safety, SafetyCheck, SafetyReport, SafetyStep, SafetyUnchecked, SetupOutcome,
@@ -137,7 +138,7 @@ fn setup_or(gcloud: String) -> String {
 
 impl GcsStore {
     async fn metadata_for_safety(&self) -> Result<Value, GcsSafetyError> {
-        self.bucket_metadata("buckets.get")
+        self.bucket_metadata(StoreCall::BucketsGet)
             .await
             .map_err(|source| GcsSafetyError {
                 store: self.describe(),
@@ -298,11 +299,15 @@ pub async fn setup(store: &GcsStore) -> Result<Vec<SafetyStep>, GcsSafetyError> 
             source,
         };
         let response = store
-            .send("buckets.patch", "", |http| http.patch(&url).json(&body))
+            .send(StoreCall::BucketsPatch, "", |http| {
+                http.patch(&url).json(&body)
+            })
             .await
             .map_err(fail)?;
         if !response.status().is_success() {
-            return Err(fail(store.error("buckets.patch", "", response).await));
+            return Err(fail(
+                store.error(StoreCall::BucketsPatch, "", response).await,
+            ));
         }
     }
     Ok(steps)

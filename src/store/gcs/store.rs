@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use super::client::GcsStore;
 use super::settings::GcsSettings;
 use super::{safety, versions};
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::guard::WriteGuard;
 use crate::store::open::StoreConfig;
@@ -46,7 +47,7 @@ impl RecordStore for GcsStore {
             let version = object.version();
             let url = self.object_url(key);
             let response = self
-                .send("get", key, |http| {
+                .send(StoreCall::Get, key, |http| {
                     http.get(&url)
                         .query(&[("alt", "media"), ("generation", version.token.as_str())])
                 })
@@ -56,17 +57,21 @@ impl RecordStore for GcsStore {
                     let bytes = response
                         .bytes()
                         .await
-                        .map_err(|e| self.fail("get", key, e))?;
+                        .map_err(|e| self.fail(StoreCall::Get, key, e))?;
                     return Ok(Some(Stored {
                         bytes: Vec::from(bytes),
                         version,
                     }));
                 }
                 404 => continue,
-                _ => return Err(self.error("get", key, response).await),
+                _ => return Err(self.error(StoreCall::Get, key, response).await),
             }
         }
-        Err(self.fail("get", key, "the record kept changing while it was read"))
+        Err(self.fail(
+            StoreCall::Get,
+            key,
+            "the record kept changing while it was read",
+        ))
     }
 
     async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
@@ -103,7 +108,7 @@ impl RecordStore for GcsStore {
     async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
         let url = self.object_url(key);
         let response = self
-            .send("delete", key, |http| {
+            .send(StoreCall::Delete, key, |http| {
                 http.delete(&url)
                     .query(&[("ifGenerationMatch", expected.token.as_str())])
             })
@@ -114,7 +119,7 @@ impl RecordStore for GcsStore {
                 Precondition::Matches(expected.clone())
                     .conflict(self.metadata(key).await?.map(|o| o.version())),
             )),
-            _ => Err(self.error("delete", key, response).await),
+            _ => Err(self.error(StoreCall::Delete, key, response).await),
         }
     }
 

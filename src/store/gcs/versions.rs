@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use super::client::GcsStore;
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::record_store::{RecordStore, Stored, Version};
 use crate::store::versions::{
@@ -55,7 +56,7 @@ impl GcsStore {
     /// The bucket's metadata (versioning, lifecycle, iamConfiguration) as JSON.
     pub(super) async fn bucket_metadata(
         &self,
-        op: &'static str,
+        op: StoreCall,
     ) -> Result<serde_json::Value, StoreError> {
         let url = self.bucket_meta_url();
         let response = self.send(op, "", |http| http.get(&url)).await?;
@@ -74,7 +75,7 @@ pub(super) async fn list(store: &GcsStore, prefix: &str) -> Result<VersionListin
     let mut token: Option<String> = None;
     loop {
         let response = store
-            .send("list_versions", prefix, |http| {
+            .send(StoreCall::ListVersions, prefix, |http| {
                 let mut req = http.get(&url).query(&[
                     ("prefix", prefix),
                     ("versions", "true"),
@@ -91,17 +92,17 @@ pub(super) async fn list(store: &GcsStore, prefix: &str) -> Result<VersionListin
             })
             .await?;
         if response.status().as_u16() != 200 {
-            return Err(store.error("list_versions", prefix, response).await);
+            return Err(store.error(StoreCall::ListVersions, prefix, response).await);
         }
         let page: Generations = response
             .json()
             .await
-            .map_err(|e| store.fail("list_versions", prefix, e))?;
+            .map_err(|e| store.fail(StoreCall::ListVersions, prefix, e))?;
         all.extend(page.items);
         match page.next_page_token.filter(|t| !t.is_empty()) {
             Some(t) if token.as_deref() == Some(t.as_str()) => {
                 return Err(store.fail(
-                    "list_versions",
+                    StoreCall::ListVersions,
                     prefix,
                     format!(
                         "the service gave page token {t:?} twice; the listing does not advance"
@@ -155,7 +156,7 @@ pub(super) async fn list(store: &GcsStore, prefix: &str) -> Result<VersionListin
     });
     sort_newest_first(&mut versions);
     let enabled = store
-        .bucket_metadata("list_versions")
+        .bucket_metadata(StoreCall::ListVersions)
         .await?
         .pointer("/versioning/enabled")
         .and_then(serde_json::Value::as_bool)
@@ -179,7 +180,7 @@ pub(super) async fn get(
 ) -> Result<Option<Stored>, StoreError> {
     let url = store.object_url(key);
     let response = store
-        .send("get_version", key, |http| {
+        .send(StoreCall::GetVersion, key, |http| {
             http.get(&url)
                 .query(&[("alt", "media"), ("generation", generation)])
         })
@@ -189,13 +190,13 @@ pub(super) async fn get(
             let bytes = response
                 .bytes()
                 .await
-                .map_err(|e| store.fail("get_version", key, e))?;
+                .map_err(|e| store.fail(StoreCall::GetVersion, key, e))?;
             Ok(Some(Stored {
                 bytes: Vec::from(bytes),
                 version: Version::new(generation),
             }))
         }
         404 | 400 => Ok(None),
-        _ => Err(store.error("get_version", key, response).await),
+        _ => Err(store.error(StoreCall::GetVersion, key, response).await),
     }
 }

@@ -13,6 +13,7 @@ use super::agent::OneUserAgent;
 use super::settings::S3Settings;
 use super::unreached::UnreachedBudget;
 use crate::cut::{Mechanism, cut};
+use crate::store::call::StoreCall;
 use crate::store::error::{Reason, StoreError};
 use crate::store::key;
 use crate::store::record_store::{
@@ -185,7 +186,7 @@ impl S3Store {
         }
     }
 
-    pub(super) fn fail<E>(&self, op: &'static str, key: &str, err: SdkError<E>) -> StoreError
+    pub(super) fn fail<E>(&self, op: StoreCall, key: &str, err: SdkError<E>) -> StoreError
     where
         E: std::error::Error + ProvideErrorMetadata + Send + Sync + 'static,
     {
@@ -215,7 +216,7 @@ impl S3Store {
                 version_id: out.version_id,
             })),
             Err(e) if absent(&e) => Ok(None),
-            Err(e) => Err(self.fail("head", key, e)),
+            Err(e) => Err(self.fail(StoreCall::Head, key, e)),
         }
     }
 
@@ -225,7 +226,7 @@ impl S3Store {
         bytes: &[u8],
         precondition: &Precondition,
     ) -> Result<WriteOutcome<Version>, StoreError> {
-        let op = precondition.op();
+        let op = StoreCall::from(precondition);
         let send = || {
             let mut req = self
                 .client
@@ -299,7 +300,7 @@ impl S3Store {
             .set_continuation_token(token)
             .send()
             .await
-            .map_err(|e| self.fail("list", prefix, e))?;
+            .map_err(|e| self.fail(StoreCall::List, prefix, e))?;
         let items = out
             .contents
             .unwrap_or_default()
@@ -324,7 +325,7 @@ impl S3Store {
     /// A GetObject answer as stored bytes with their version (ETag and version id); `op` names the call.
     pub(crate) async fn stored(
         &self,
-        op: &'static str,
+        op: StoreCall,
         key: &str,
         out: aws_sdk_s3::operation::get_object::GetObjectOutput,
     ) -> Result<Stored, StoreError> {

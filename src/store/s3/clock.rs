@@ -7,6 +7,7 @@ use aws_sdk_s3::config::interceptors::BeforeDeserializationInterceptorContextRef
 use aws_sdk_s3::config::{ConfigBag, Intercept, RuntimeComponents};
 
 use super::client::{S3Store, absent};
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::record_store::{NoStoreTime, RecordStore, StoreTime};
 
@@ -54,8 +55,13 @@ impl S3Store {
         match (date, outcome) {
             (Some(date), Ok(_)) => Ok(date),
             (Some(date), Err(e)) if absent(&e) => Ok(date),
-            (_, Err(e)) => Err(self.fail("time", key, e)),
-            (None, Ok(_)) => Err(StoreError::new(self.describe(), "time", key, NoStoreTime)),
+            (_, Err(e)) => Err(self.fail(StoreCall::Time, key, e)),
+            (None, Ok(_)) => Err(StoreError::new(
+                self.describe(),
+                StoreCall::Time,
+                key,
+                NoStoreTime,
+            )),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::client::{S3Store, absent, conflict_verdict, status};
 use super::settings::S3Settings;
 use super::{bucket, versions};
 use crate::cut::{Mechanism, cut};
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::guard::WriteGuard;
 use crate::store::open::StoreConfig;
@@ -45,7 +46,7 @@ impl S3Store {
         {
             Ok(out) => Ok(Some(out)),
             Err(e) if absent(&e) => Ok(None),
-            Err(e) => Err(self.fail("get", key, e)),
+            Err(e) => Err(self.fail(StoreCall::Get, key, e)),
         }
     }
 }
@@ -62,7 +63,7 @@ impl RecordStore for S3Store {
 
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
         match self.get_object(key).await? {
-            Some(out) => self.stored("get", key, out).await.map(Some),
+            Some(out) => self.stored(StoreCall::Get, key, out).await.map(Some),
             None => Ok(None),
         }
     }
@@ -86,7 +87,7 @@ impl RecordStore for S3Store {
                 match body.next().await? {
                     Ok(bytes) => Some((Ok(Vec::from(bytes)), Some(body))),
                     // The stream ends after its error.
-                    Err(e) => Some((Err(StoreError::new(store, "get", key, e)), None)),
+                    Err(e) => Some((Err(StoreError::new(store, StoreCall::Get, key, e)), None)),
                 }
             }
         });
@@ -149,7 +150,7 @@ impl RecordStore for S3Store {
                     Precondition::Matches(expected.clone()).conflict(found),
                 ))
             }
-            Err(e) => Err(self.fail("delete", key, e)),
+            Err(e) => Err(self.fail(StoreCall::Delete, key, e)),
         }
     }
 

@@ -6,6 +6,7 @@
 use time::OffsetDateTime;
 
 use super::client::{S3Store, no_such_bucket, status};
+use crate::store::call::StoreCall;
 use crate::store::error::StoreError;
 use crate::store::record_store::{RecordStore, Stored};
 use crate::store::versions::{
@@ -35,7 +36,7 @@ pub(super) async fn list(store: &S3Store, prefix: &str) -> Result<VersionListing
             .set_version_id_marker(id_marker.take())
             .send()
             .await
-            .map_err(|e| store.fail("list_versions", prefix, e))?;
+            .map_err(|e| store.fail(StoreCall::ListVersions, prefix, e))?;
         for v in out.versions.unwrap_or_default() {
             let (Some(key), Some(id)) = (v.key, v.version_id) else {
                 continue;
@@ -72,7 +73,7 @@ pub(super) async fn list(store: &S3Store, prefix: &str) -> Result<VersionListing
                 if seen.contains(&(k.clone(), v.clone())) {
                     return Err(StoreError::new(
                         store.describe(),
-                        "list_versions",
+                        StoreCall::ListVersions,
                         prefix,
                         format!(
                             "the store gave the page after key {k:?} twice; the listing does not advance"
@@ -122,7 +123,10 @@ pub(super) async fn get(
         Err(e) if !no_such_bucket(&e) && matches!(status(&e), Some(404 | 405 | 400)) => {
             return Ok(None);
         }
-        Err(e) => return Err(store.fail("get_version", key, e)),
+        Err(e) => return Err(store.fail(StoreCall::GetVersion, key, e)),
     };
-    store.stored("get_version", key, out).await.map(Some)
+    store
+        .stored(StoreCall::GetVersion, key, out)
+        .await
+        .map(Some)
 }

@@ -12,8 +12,9 @@ use crate::cut::{Mechanism, cut};
 use crate::engine::address::{Address, AddressError, check_output, check_provider};
 use crate::engine::layout::EstateName;
 use crate::engine::operation::{Operation, UnknownOperation};
-use crate::engine::record_writes::{Kind, RecordWrite, WriteOp};
-use crate::store::Version;
+use crate::engine::write::Change;
+use crate::engine::write::records::{Kind, RecordWrite};
+use crate::store::{Precondition, Version};
 
 /// Longest address accepted; terraform's own are far shorter, and a longer one is stored under its digest anyway.
 pub const MAX_ADDRESS: usize = 4096;
@@ -184,12 +185,20 @@ pub fn write_records(req: pb::WriteRecordsRequest) -> Result<Vec<RecordWrite>, F
                 )
             })
         };
-        let op = match pb::record_write::Op::try_from(w.op)
+        let change = match pb::record_write::Op::try_from(w.op)
             .unwrap_or(pb::record_write::Op::Unspecified)
         {
-            pb::record_write::Op::Create => WriteOp::Create(content()?),
-            pb::record_write::Op::Update => WriteOp::Update(expected()?, content()?),
-            pb::record_write::Op::Delete => WriteOp::Delete(expected()?, w.undeclared),
+            pb::record_write::Op::Create => Change::Put {
+                body: content()?,
+                precondition: Precondition::Absent,
+            },
+            pb::record_write::Op::Update => Change::Put {
+                precondition: Precondition::Matches(expected()?),
+                body: content()?,
+            },
+            pb::record_write::Op::Delete => Change::Delete {
+                expected: expected()?,
+            },
             pb::record_write::Op::Unspecified => {
                 return Err(FieldError::new(
                     field("op"),
@@ -200,7 +209,8 @@ pub fn write_records(req: pb::WriteRecordsRequest) -> Result<Vec<RecordWrite>, F
         writes.push(RecordWrite {
             address: w.address,
             kind,
-            op,
+            change,
+            undeclared: w.undeclared,
         });
     }
     Ok(writes)

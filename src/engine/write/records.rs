@@ -3,24 +3,20 @@
 use std::collections::BTreeMap;
 
 use futures::{StreamExt, stream};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::conflict::RecordConflict;
+use super::delete_rule::{DeleteBlock, check_delete};
+use super::provider::{PROVIDER_FORMAT, ProviderRecord, provider_id};
+use super::record_write::{Change, Wrote, write_record};
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::{KeyKind, Layout};
 use crate::engine::log_writer::LogWriter;
-use crate::engine::markers::owner_of;
 use crate::engine::program::{ProgramStamp, now_rfc3339};
 use crate::engine::record::{CorruptRecord, Record, Writer};
-use crate::engine::session::{RecordConflict, RunInfo, SessionError};
+use crate::engine::session::{RunInfo, SessionError};
 use crate::engine::state::{Item, ResourceMeta};
-use crate::engine::write_log::{LogEntry, LogOp};
-use crate::store::{
-    DynStore, KeyRange, Precondition, Version, WriteOutcome, list_range, put_conditional,
-};
-
-/// Format tag of a default provider record.
-pub const PROVIDER_FORMAT: &str = "choudoufu-live/provider/v1";
+use crate::store::{DynStore, KeyRange, Precondition, Version, list_range};
 
 /// What kind of record a write is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,17 +29,6 @@ pub enum Kind {
     Provider,
 }
 
-/// One requested write.
-#[derive(Clone, Debug, PartialEq)]
-pub enum WriteOp {
-    /// Create only if absent.
-    Create(Value),
-    /// Update only if still at the version.
-    Update(Version, Value),
-    /// Delete only if still at the version; `undeclared`: the delete rules apply.
-    Delete(Version, bool),
-}
-
 /// One requested record write.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RecordWrite {
@@ -51,8 +36,10 @@ pub struct RecordWrite {
     pub address: String,
     /// What it is.
     pub kind: Kind,
-    /// What to do.
-    pub op: WriteOp,
+    /// What to do: put this content (JSON) on the precondition, or delete.
+    pub change: Change<Value>,
+    /// For a delete: the resource is no longer declared, so the delete rules apply.
+    pub undeclared: bool,
 }
 
 /// What became of one write.
@@ -70,34 +57,6 @@ pub enum Outcome {
     AlreadyGone,
 }
 
-/// A default provider's record: its ID is a v5 UUID of its address and configuration.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProviderRecord {
-    /// Always [`PROVIDER_FORMAT`].
-    pub format: String,
-    /// The estate.
-    pub estate: String,
-    /// The provider configuration address.
-    pub address: String,
-    /// v5 UUID of address and configuration.
-    pub id: String,
-    /// The configuration.
-    pub config: Value,
-    /// Who wrote it.
-    pub writer: Writer,
-}
-
-/// The ID of a default provider: the same for every run with the same address and configuration.
-pub fn provider_id(address: &str, config: &Value) -> String {
-    let canon =
-        serde_json::to_string(&crate::engine::digest::canonical(config)).unwrap_or_default();
-    uuid::Uuid::new_v5(
-        &uuid::Uuid::NAMESPACE_URL,
-        format!("choudoufu-live:provider:{address}:{canon}").as_bytes(),
-    )
-    .to_string()
-}
-
 fn key_of(layout: &Layout, kind: Kind, address: &str) -> String {
     match kind {
         Kind::Resource => layout.resource_key(address),
@@ -106,44 +65,41 @@ fn key_of(layout: &Layout, kind: Kind, address: &str) -> String {
     }
 }
 
-fn op_name(op: &WriteOp) -> &'static str {
-    match op {
-        WriteOp::Create(_) => "create",
-        WriteOp::Update(..) => "update",
-        WriteOp::Delete(..) => "delete",
-    }
+/// What a write puts: a state record, or a default provider's.
+enum Built {
+    Record(Box<Record>),
+    Provider(Box<ProviderRecord>),
 }
 
-/// The stored bytes for a write's content.
+/// The record a write's content makes, stamped by `run` (its log entry is stamped when it is made).
 fn build(
     layout: &Layout,
     run: &RunInfo,
-    w: &RecordWrite,
+    kind: Kind,
+    address: &str,
     content: &Value,
-    entry: &LogEntry,
-) -> Result<Vec<u8>, String> {
+) -> Result<Built, String> {
     let writer = Writer {
         run_id: run.run_id.clone(),
         written_at: now_rfc3339(),
         terraform_version: None,
         restored_from: None,
-        log: Some(entry.name()),
+        log: None,
     };
-    match w.kind {
+    match kind {
         Kind::Provider => {
             let config = content.get("config").cloned().unwrap_or(Value::Null);
-            let rec = ProviderRecord {
+            Ok(Built::Provider(Box::new(ProviderRecord {
                 format: PROVIDER_FORMAT.into(),
                 estate: layout.estate().to_string(),
-                address: w.address.clone(),
-                id: provider_id(&w.address, &config),
+                address: address.to_string(),
+                id: provider_id(address, &config),
                 config,
                 writer,
-            };
-            serde_json::to_vec(&rec).map_err(|e| e.to_string())
+            })))
         }
         Kind::Resource | Kind::Output => {
-            let item = if w.kind == Kind::Resource {
+            let item = if kind == Kind::Resource {
                 let meta: ResourceMeta =
                     serde_json::from_value(content.get("resource").cloned().unwrap_or(Value::Null))
                         .map_err(|e| format!("content.resource: {e}"))?;
@@ -153,7 +109,7 @@ fn build(
                     .filter(Value::is_object)
                     .ok_or("content.instance must be an object")?;
                 Item::Resource {
-                    address: w.address.clone(),
+                    address: address.to_string(),
                     meta,
                     instance: instance.into(),
                 }
@@ -164,76 +120,34 @@ fn build(
                     .filter(Value::is_object)
                     .ok_or("content.output must be an object")?;
                 Item::Output {
-                    name: w.address.clone(),
+                    name: address.to_string(),
                     output,
                 }
             };
-            let rec = Record {
+            Ok(Built::Record(Box::new(Record {
                 estate: layout.estate().to_string(),
                 item,
                 program: run.program.clone(),
                 writer,
-            };
-            Ok(rec.encode())
+            })))
         }
     }
 }
 
-/// Why the delete rules stop a delete of a stored resource.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DeleteBlock {
-    /// A newer program than the deleting run's wrote the record.
-    NewerProgram {
-        /// The instance address.
-        address: String,
-        /// The stamp of the record's writer.
-        stored: ProgramStamp,
-        /// The deleting run's stamp.
-        run: ProgramStamp,
-    },
-    /// The record's live marker names another estate than the deleting run's.
-    OtherEstate {
-        /// The instance address.
-        address: String,
-        /// The estate its marker names.
-        owner: String,
-        /// The deleting run's estate.
-        estate: String,
-    },
-}
-
-/// The delete rules, for every door: a run of `program` in `layout`'s estate may delete `stored`
-/// unless a newer program wrote it or its live marker names another estate.
-pub fn delete_block(
+/// Decide a delete of an undeclared resource stored as `bytes`: keep a newer program's, refuse
+/// another estate's, refuse one whose record does not decode.
+fn delete_rule(
     layout: &Layout,
-    program: &ProgramStamp,
-    stored: &Record,
-) -> Option<DeleteBlock> {
-    if cut(Mechanism::DeleteRule) {
-        return None;
-    }
-    if stored.program.is_newer_than(program) {
-        return Some(DeleteBlock::NewerProgram {
-            address: stored.address().to_string(),
-            stored: stored.program.clone(),
-            run: program.clone(),
-        });
-    }
-    if let Some(owner) = stored.instance().and_then(owner_of)
-        && owner != layout.estate().as_str()
-    {
-        return Some(DeleteBlock::OtherEstate {
-            address: stored.address().to_string(),
-            owner,
-            estate: layout.estate().to_string(),
-        });
-    }
-    None
-}
-
-/// Decide a delete of an undeclared resource: keep a newer program's, refuse another estate's.
-fn delete_rule(layout: &Layout, run: &RunInfo, stored: &Record) -> Option<Outcome> {
-    delete_block(layout, &run.program, stored).map(|block| match block {
+    run: &RunInfo,
+    address: &str,
+    key: &str,
+    bytes: &[u8],
+) -> Option<Outcome> {
+    let block = match check_delete(layout, &run.program, address, key, bytes) {
+        Ok(block) => block?,
+        Err(unreadable) => return Some(Outcome::Refused(unreadable.to_string())),
+    };
+    Some(match block {
         DeleteBlock::NewerProgram {
             address,
             stored,
@@ -253,6 +167,18 @@ fn delete_rule(layout: &Layout, run: &RunInfo, stored: &Record) -> Option<Outcom
     })
 }
 
+/// What a landed, refused or own write of `B` is to the protocol.
+fn outcome_of<B>(wrote: Wrote<B>) -> Outcome {
+    match wrote {
+        Wrote::Put { version, .. } | Wrote::Already { version, .. } => {
+            Outcome::Written(Some(version))
+        }
+        Wrote::Deleted => Outcome::Written(None),
+        Wrote::AlreadyGone => Outcome::AlreadyGone,
+        Wrote::Conflict(c) => Outcome::Conflict(c),
+    }
+}
+
 async fn write_one(
     store: &DynStore,
     layout: &Layout,
@@ -261,80 +187,67 @@ async fn write_one(
     w: RecordWrite,
 ) -> Result<(String, Outcome), SessionError> {
     let key = key_of(layout, w.kind, &w.address);
-    let conflict = |expected: Option<Version>, stored: Option<Version>| {
-        Outcome::Conflict(RecordConflict {
-            address: w.address.clone(),
-            op: op_name(&w.op),
-            expected,
-            stored,
-        })
-    };
-    let outcome = match &w.op {
-        WriteOp::Create(content) | WriteOp::Update(_, content) => {
-            let op = match &w.op {
-                WriteOp::Update(..) => LogOp::Update,
-                _ => LogOp::Create,
-            };
-            let entry = log.before_write(op, &key).await?;
-            let bytes = match build(layout, run, &w, content, &entry) {
-                Ok(b) => b,
-                Err(m) => {
-                    return Ok((
-                        w.address.clone(),
-                        Outcome::Refused(format!("invalid content: {m}")),
-                    ));
-                }
-            };
-            let precondition = match &w.op {
-                WriteOp::Update(v, _) => Precondition::Matches(v.clone()),
-                _ => Precondition::Absent,
-            };
-            match put_conditional(store.as_ref(), &key, &bytes, &precondition).await? {
-                WriteOutcome::Written(v) => Outcome::Written(Some(v)),
-                WriteOutcome::Conflict(c)
-                    if w.kind == Kind::Provider
-                        && precondition == Precondition::Absent
-                        && !cut(Mechanism::ProviderId) =>
-                {
-                    // Two first runs: the same provider ID is the same record.
-                    let same = match store.get(&key).await? {
-                        Some(s) => serde_json::from_slice::<ProviderRecord>(&s.bytes)
-                            .ok()
-                            .filter(|p| {
-                                p.id == provider_id(
-                                    &w.address,
-                                    &content.get("config").cloned().unwrap_or(Value::Null),
-                                )
-                            })
-                            .map(|_| s.version),
-                        None => None,
-                    };
-                    match same {
-                        Some(v) => Outcome::Written(Some(v)),
-                        None => conflict(c.expected, c.found),
-                    }
-                }
-                WriteOutcome::Conflict(c) => conflict(c.expected, c.found),
+    let address = w.address;
+    let outcome = match w.change {
+        Change::Put {
+            body: content,
+            precondition,
+        } => match build(layout, run, w.kind, &address, &content) {
+            Err(m) => Outcome::Refused(format!("invalid content: {m}")),
+            Ok(Built::Record(record)) => {
+                let change = Change::Put {
+                    body: *record,
+                    precondition,
+                };
+                outcome_of(write_record(store.as_ref(), layout, log, &key, &address, change).await?)
             }
-        }
-        WriteOp::Delete(expected, undeclared) => {
-            if *undeclared
+            Ok(Built::Provider(provider)) => {
+                let id = provider.id.clone();
+                let create = precondition == Precondition::Absent;
+                let change = Change::Put {
+                    body: *provider,
+                    precondition,
+                };
+                match write_record(store.as_ref(), layout, log, &key, &address, change).await? {
+                    Wrote::Conflict(c) if create && !cut(Mechanism::ProviderId) => {
+                        // Two first runs: the same provider ID is the same record.
+                        match same_provider(store, &key, &id).await? {
+                            Some(v) => Outcome::Written(Some(v)),
+                            None => Outcome::Conflict(c),
+                        }
+                    }
+                    wrote => outcome_of(wrote),
+                }
+            }
+        },
+        Change::Delete { expected } => {
+            if w.undeclared
                 && w.kind == Kind::Resource
                 && let Some(stored) = store.get(&key).await?
-                && let Ok(rec) = Record::decode(&key, &stored.bytes, layout)
-                && let Some(decided) = delete_rule(layout, run, &rec)
+                && let Some(decided) = delete_rule(layout, run, &address, &key, &stored.bytes)
             {
-                return Ok((w.address.clone(), decided));
+                return Ok((address, decided));
             }
-            log.before_write(LogOp::Delete, &key).await?;
-            match store.delete(&key, expected).await? {
-                WriteOutcome::Written(_) => Outcome::Written(None),
-                WriteOutcome::Conflict(c) if c.found.is_none() => Outcome::AlreadyGone,
-                WriteOutcome::Conflict(c) => conflict(c.expected, c.found),
-            }
+            let change = Change::<Record>::Delete { expected };
+            outcome_of(write_record(store.as_ref(), layout, log, &key, &address, change).await?)
         }
     };
-    Ok((w.address.clone(), outcome))
+    Ok((address, outcome))
+}
+
+/// The version of the provider record at `key`, when it has provider ID `id`.
+async fn same_provider(
+    store: &DynStore,
+    key: &str,
+    id: &str,
+) -> Result<Option<Version>, SessionError> {
+    Ok(match store.get(key).await? {
+        Some(s) => serde_json::from_slice::<ProviderRecord>(&s.bytes)
+            .ok()
+            .filter(|p| p.id == id)
+            .map(|_| s.version),
+        None => None,
+    })
 }
 
 /// One write's place in the batch and what became of it.
