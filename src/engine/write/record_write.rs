@@ -150,33 +150,94 @@ pub async fn write_record<B: Body>(
                 WriteOutcome::Conflict(c) => conflict(c.expected, c.found),
             })
         }
-        Change::Put {
-            mut body,
-            precondition,
-        } => {
-            let entry = log.before_write(op, key).await?;
-            body.stamp(&entry);
-            let bytes = body.encode();
-            Ok(
-                match put_conditional(store, key, &bytes, &precondition).await? {
-                    WriteOutcome::Written(version) => Wrote::Put {
-                        version,
-                        body,
-                        bytes,
-                    },
-                    WriteOutcome::Conflict(c) => {
-                        if c.found.is_some()
-                            && let Some((version, stored)) =
-                                own_content(store, layout, key, &body).await?
-                        {
-                            return Ok(Wrote::Already { version, stored });
-                        }
-                        conflict(c.expected, c.found)
-                    }
-                },
-            )
+        Change::Put { body, precondition } => {
+            put_record(store, layout, log, key, address, body, precondition)
+                .await
+                .map(Wrote::from)
         }
     }
+}
+
+/// What a put did: [`Wrote`] without the outcomes only a delete has.
+#[derive(Debug)]
+pub enum Put<B> {
+    /// The put landed: the new version, the body as stamped, and the bytes stored.
+    Landed {
+        /// The new version.
+        version: Version,
+        /// The body, stamped with its log entry.
+        body: B,
+        /// The bytes stored.
+        bytes: Vec<u8>,
+    },
+    /// The store already holds this run's own write with this content.
+    Already {
+        /// The version the store holds.
+        version: Version,
+        /// The record it holds.
+        stored: B,
+    },
+    /// Another run changed the record after this run read it; nothing was written.
+    Conflict(RecordConflict),
+}
+
+impl<B> From<Put<B>> for Wrote<B> {
+    fn from(put: Put<B>) -> Self {
+        match put {
+            Put::Landed {
+                version,
+                body,
+                bytes,
+            } => Wrote::Put {
+                version,
+                body,
+                bytes,
+            },
+            Put::Already { version, stored } => Wrote::Already { version, stored },
+            Put::Conflict(c) => Wrote::Conflict(c),
+        }
+    }
+}
+
+/// [`write_record`] of a put of `body` under `precondition`.
+pub async fn put_record<B: Body>(
+    store: &dyn RecordStore,
+    layout: &Layout,
+    log: &LogWriter,
+    key: &str,
+    address: &str,
+    mut body: B,
+    precondition: Precondition,
+) -> Result<Put<B>, WriteError> {
+    let op = match precondition {
+        Precondition::Absent => Operation::Create,
+        Precondition::Matches(_) => Operation::Update,
+    };
+    let entry = log.before_write(op, key).await?;
+    body.stamp(&entry);
+    let bytes = body.encode();
+    Ok(
+        match put_conditional(store, key, &bytes, &precondition).await? {
+            WriteOutcome::Written(version) => Put::Landed {
+                version,
+                body,
+                bytes,
+            },
+            WriteOutcome::Conflict(c) => {
+                if c.found.is_some()
+                    && let Some((version, stored)) = own_content(store, layout, key, &body).await?
+                {
+                    return Ok(Put::Already { version, stored });
+                }
+                Put::Conflict(RecordConflict {
+                    address: address.to_string(),
+                    op,
+                    expected: c.expected,
+                    stored: c.found,
+                })
+            }
+        },
+    )
 }
 
 /// The record at `key`, when it is `body`'s own write with this content: a try of it landed before.

@@ -1,7 +1,7 @@
 //! Putting an older version of one record back as its new current version (`records restore`).
 
 use super::conflict::RecordConflict;
-use super::record_write::{Change, WriteError, Wrote, write_record};
+use super::record_write::{Put, WriteError, put_record};
 use crate::cut::{Mechanism, cut};
 use crate::engine::layout::Layout;
 use crate::engine::log_writer::LogWriter;
@@ -56,29 +56,24 @@ pub async fn restore(
     };
     let mut tries = 0;
     loop {
-        let change = Change::Put {
-            body: restored.clone(),
-            precondition: precondition.clone(),
-        };
-        match write_record(store.as_ref(), layout, &log, key, address, change).await? {
-            Wrote::Put { version, .. } | Wrote::Already { version, .. } => {
+        let body = restored.clone();
+        let tried = precondition.clone();
+        match put_record(store.as_ref(), layout, &log, key, address, body, tried).await? {
+            Put::Landed { version, .. } | Put::Already { version, .. } => {
                 return Ok(Restored::Written {
                     version,
                     run_id: run.run_id,
                 });
             }
             // Cut: a blind restore, tried again on whatever is there now (last writer wins).
-            Wrote::Conflict(_) if cut(Mechanism::RestoreCondition) && tries < 10 => {
+            Put::Conflict(_) if cut(Mechanism::RestoreCondition) && tries < 10 => {
                 tries += 1;
                 precondition = match store.get(key).await? {
                     Some(s) => Precondition::Matches(s.version),
                     None => Precondition::Absent,
                 };
             }
-            Wrote::Conflict(c) => return Ok(Restored::Conflict(c)),
-            Wrote::Deleted | Wrote::AlreadyGone => {
-                unreachable!("a put is answered as a put: landed, already there, or refused")
-            }
+            Put::Conflict(c) => return Ok(Restored::Conflict(c)),
         }
     }
 }
