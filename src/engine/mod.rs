@@ -13,6 +13,7 @@ pub mod log_writer;
 pub mod markers;
 pub mod operation;
 pub mod plan_stamp;
+pub mod private_dir;
 pub mod program;
 pub mod provider_return;
 pub mod read_cache;

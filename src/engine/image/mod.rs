@@ -29,7 +29,6 @@
 
 use std::borrow::Cow;
 use std::io::Write;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -39,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use crate::cut::{Mechanism, cut};
 use crate::engine::digest::sha256_hex;
 use crate::engine::layout::{KeyKind, Layout};
+use crate::engine::private_dir;
 use crate::engine::read_cache::ReadCache;
 use crate::engine::record::summary_of_final;
 use crate::engine::state::{InstanceRank, ResourceView};
@@ -615,10 +615,7 @@ pub fn save_local(cache: &ReadCache, layout: &Layout, held: &Held) {
     };
     let path = local_path(cache, layout);
     let dir = cache.dir();
-    let written = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    let written = private_dir::create(dir)
         .map_err(|e| e.to_string())
         .and_then(|()| {
             private_file::write_with(&path, Durability::Synced, |f| {
