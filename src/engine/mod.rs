@@ -16,6 +16,7 @@ pub mod plan_stamp;
 pub mod private_dir;
 pub mod program;
 pub mod provider_return;
+pub mod read;
 pub mod read_cache;
 pub mod record;
 pub mod record_writes;

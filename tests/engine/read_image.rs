@@ -15,9 +15,10 @@ use choudoufu_live::engine::image::Image;
 use choudoufu_live::engine::layout::{EstateName, KeyKind, Layout};
 use choudoufu_live::engine::log_writer::LogWriter;
 use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::read::{Sources, read_estate};
 use choudoufu_live::engine::read_cache::ReadCache;
 use choudoufu_live::engine::record::{EstateMeta, Record};
-use choudoufu_live::engine::session::{Instant, RunInfo, Session, Snapshot, Sources, read_estate};
+use choudoufu_live::engine::session::{Instant, RunInfo, Session, Snapshot};
 use choudoufu_live::engine::write_log::{LogOp, Offset, OffsetClock, Timing};
 use choudoufu_live::store::azure::AzureStore;
 use choudoufu_live::store::gcs::GcsStore;
@@ -126,7 +127,7 @@ fn as_plain(s: &Snapshot) -> Plain {
     )
 }
 
-async fn cold_read(store: &DynStore, l: &Layout) -> choudoufu_live::engine::session::Read {
+async fn cold_read(store: &DynStore, l: &Layout) -> choudoufu_live::engine::read::Read {
     read_estate(store, l, PARALLEL, "test", Sources::default())
         .await
         .unwrap()

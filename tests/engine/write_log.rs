@@ -12,10 +12,10 @@ use choudoufu_live::engine::image::Image;
 use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::log_writer::{ClockCheckError, LogWriteError, LogWriter};
 use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::read::{Sources, read_estate};
 use choudoufu_live::engine::record::Record;
 use choudoufu_live::engine::record_writes::{self, Outcome, RecordWrite, WriteOp};
 use choudoufu_live::engine::session::{Instant, RunInfo, Session, SessionError};
-use choudoufu_live::engine::session::{Sources, read_estate};
 use choudoufu_live::engine::write_log::{LogEntry, LogOp, Offset, OffsetClock, Timing};
 use choudoufu_live::store::{
     DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreError, StoreKind,

@@ -23,10 +23,9 @@ use crate::engine::log_writer::LogWriter;
 use crate::engine::markers::{self, Timing};
 use crate::engine::plan_stamp::{PlanStamp, UnstampedPlanError};
 use crate::engine::program::ProgramStamp;
+use crate::engine::read::read_snapshot;
 use crate::engine::record_writes::{self, Kind, Outcome};
-use crate::engine::session::{
-    self, BaseRef, RunInfo, SessionError, Snapshot, initial_lineage, read_snapshot,
-};
+use crate::engine::session::{self, BaseRef, RunInfo, SessionError, Snapshot, initial_lineage};
 use crate::frontdoor::NO_LOCK;
 use crate::store::{self, DynStore, Version, WriteGuard};
 
