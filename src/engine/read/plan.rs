@@ -474,12 +474,18 @@ mod tests {
         let (a, b) = (l.resource_key("x.a"), l.resource_key("x.b"));
         let update = entry(&l, LogOp::Update, &a);
         let carried = update.name();
-        let held = image(&l, &[a.clone()], Some(&carried), None);
-        assert_eq!(pick(&a, &[update.clone()], None, &held), Pick::Image);
-        let other = image(&l, &[a.clone()], Some("another"), None);
+        let held = image(&l, std::slice::from_ref(&a), Some(&carried), None);
+        assert_eq!(
+            pick(&a, std::slice::from_ref(&update), None, &held),
+            Pick::Image
+        );
+        let other = image(&l, std::slice::from_ref(&a), Some("another"), None);
         assert_eq!(pick(&a, &[update], None, &other), Pick::Fetch);
         let delete = entry(&l, LogOp::Delete, &b);
-        assert_eq!(pick(&b, &[delete.clone()], None, &held), Pick::Gone);
+        assert_eq!(
+            pick(&b, std::slice::from_ref(&delete), None, &held),
+            Pick::Gone
+        );
         assert_eq!(pick(&a, &[delete], None, &held), Pick::Fetch);
         let keys: Vec<String> = (0..51).map(|i| format!("k{i}")).collect();
         let picked = |n: usize| -> BTreeMap<&str, Pick> {
