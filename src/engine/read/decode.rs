@@ -14,7 +14,7 @@ use crate::engine::session::snapshot::{BaseEntry, Snapshot};
 use crate::store::Version;
 
 /// Decode one record's bytes as fetched (or cached), computing its content digest.
-pub(super) fn decode(
+fn decode(
     layout: &Layout,
     key: &str,
     kind: &KeyKind,
@@ -27,6 +27,24 @@ pub(super) fn decode(
             let record = Record::decode(key, bytes, layout)?;
             Decoded::Record(BaseEntry::new(version, record.content_digest(), record))
         }
+    })
+}
+
+/// The record `key` of `kind` read as `bytes` at `version`, decoded, its bytes kept as `from` says
+/// (the cache's or the store's).
+pub(super) fn got_of_bytes(
+    layout: &Layout,
+    key: String,
+    kind: &KeyKind,
+    version: Version,
+    bytes: Vec<u8>,
+    from: fn(Vec<u8>) -> From,
+) -> Result<Got, SessionError> {
+    let item = decode(layout, &key, kind, version, &bytes)?;
+    Ok(Got {
+        key,
+        item,
+        from: from(bytes),
     })
 }
 

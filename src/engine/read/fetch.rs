@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use futures::{StreamExt, stream};
 
-use super::decode::decode;
+use super::decode::got_of_bytes;
 use super::got::{From, Got};
 use super::outcome::ReadStats;
 use super::sources::Fetched;
@@ -148,13 +148,15 @@ pub(super) async fn fetch_records(
         if let Some(c) = cache {
             c.put(&key, &stored.version, &stored.bytes);
         }
-        let item = decode(layout, &key, &kind, stored.version, &stored.bytes)?;
-        stats.fetched += 1;
-        got.push(Got {
+        got.push(got_of_bytes(
+            layout,
             key,
-            item,
-            from: From::Store(stored.bytes),
-        });
+            &kind,
+            stored.version,
+            stored.bytes,
+            From::Store,
+        )?);
+        stats.fetched += 1;
     }
     Ok(())
 }

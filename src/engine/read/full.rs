@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::compact::{image_of, log_mark};
-use super::decode::{decode, decode_entries_blocking};
+use super::decode::{decode_entries_blocking, got_of_bytes};
 use super::fetch::{fetch_image, fetch_records, list_cold, list_plans};
 use super::got::{Decoded, From, FromImage, Got, snapshot_of, take_from_image};
 use super::outcome::{Read, ReadStats};
@@ -255,13 +255,15 @@ fn take_cached(
     let mut to_fetch = Vec::new();
     for (key, kind, version) in rest {
         if let Some(hit) = cache.and_then(|c| c.get(&key, &version)) {
-            let item = decode(layout, &key, &kind, hit.version, &hit.bytes)?;
-            stats.from_cache += 1;
-            got.push(Got {
+            got.push(got_of_bytes(
+                layout,
                 key,
-                item,
-                from: From::Cache(hit.bytes),
-            });
+                &kind,
+                hit.version,
+                hit.bytes,
+                From::Cache,
+            )?);
+            stats.from_cache += 1;
             continue;
         }
         to_fetch.push((key, kind));
