@@ -1,11 +1,10 @@
 //! A local cache of record bytes by key and version: a warm read lists the estate and fetches
 //! only the records whose listed version is not cached. Never trusted without the listing.
 
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::cut::{Mechanism, cut};
 use crate::engine::digest::sha256_hex;
+use crate::engine::private_dir;
 use crate::store::private_file::{self, Durability};
 use crate::store::{Stored, Version};
 
@@ -51,7 +50,7 @@ impl ReadCache {
     /// each file 0600, whatever the umask (a folder an older version left wider is narrowed).
     pub fn put(&self, key: &str, version: &Version, bytes: &[u8]) {
         let path = self.path(key, version);
-        if path.exists() || private_dir(&self.dir).is_err() {
+        if path.exists() || private_dir::create(&self.dir).is_err() {
             return;
         }
         // Temp file and rename: concurrent runs never see a half-written entry. Unsynced: a
@@ -62,28 +61,10 @@ impl ReadCache {
     }
 }
 
-/// Mode of the cache folder: its owner only.
-const DIR_MODE: u32 = 0o700;
-
-/// Create `dir` (and missing parents) 0700; narrow it to 0700 if it exists wider.
-fn private_dir(dir: &Path) -> std::io::Result<()> {
-    if cut(Mechanism::PrivateFiles) {
-        return std::fs::create_dir_all(dir);
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(DIR_MODE)
-        .create(dir)?;
-    let mode = std::fs::metadata(dir)?.permissions().mode();
-    if mode & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))?;
-    }
-    Ok(())
-}
-
-/// Options that create a new file 0600.
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
     use super::*;
 
     #[test]

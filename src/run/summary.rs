@@ -14,10 +14,11 @@ use super::say::{self, Carried};
 use super::steps;
 use super::tally::RunSummary;
 use super::terraform::Stdout;
-use crate::cloud::aws::markers::{AwsLister, LiveObject, instance_address};
+use crate::cloud::aws::markers::{AwsLister, LiveObject};
 use crate::config::LiveConfig;
 use crate::cut::{Mechanism, cut};
 use crate::engine::markers::Family;
+use crate::engine::markers::unrecorded::{Recorded, RecordedResource};
 use crate::engine::session::RecordConflictError;
 use crate::frontdoor::http::Backend;
 use crate::frontdoor::provider::probe::Found;
@@ -151,15 +152,20 @@ pub async fn warn_unrecorded_after(ctx: &Ctx, backend: &Backend) {
     }
     let snapshot = session.snapshot().await;
     let holders = Holders::of(&snapshot);
-    let mut recorded = BTreeSet::new();
-    let mut types = BTreeSet::new();
-    for entry in snapshot.records.values() {
-        if let Some(resource) = entry.resource() {
-            recorded.insert(Family::Aws.encode(instance_address(entry.address())));
-            types.insert(resource.type_name.into_owned());
-        }
-    }
-    let types: Vec<String> = types.into_iter().collect();
+    let resources: Vec<_> = snapshot
+        .records
+        .values()
+        .filter_map(|entry| Some((entry.address(), entry.resource()?)))
+        .collect();
+    let recorded = Recorded::of(
+        Family::Aws,
+        resources.iter().map(|(address, r)| RecordedResource {
+            address,
+            provider: &r.provider,
+            type_name: &r.type_name,
+        }),
+    );
+    let types = recorded.types();
     for provider in &providers {
         keep_markers_right(
             &ctx.config,
@@ -178,7 +184,7 @@ async fn keep_markers_right(
     config: &LiveConfig,
     provider: &serde_json::Value,
     holders: &Holders,
-    recorded: &BTreeSet<String>,
+    recorded: &Recorded,
     types: &[String],
     mut liveness: Option<&mut Liveness<'_>>,
 ) {
@@ -197,9 +203,7 @@ async fn keep_markers_right(
         }
     };
     remark::put_right(&lister, holders, &listed).await;
-    let unheld = |o: &&LiveObject| {
-        holders.holder(o).is_none() && o.address().is_none_or(|a| !recorded.contains(a))
-    };
+    let unheld = |o: &&LiveObject| holders.holder(o).is_none() && recorded.unrecorded(o.address());
     for o in listed.iter().filter(unheld) {
         if let (Some(asked), Some(type_name)) = (liveness.as_deref_mut(), marked_type(o))
             && asked.ask(provider, &type_name, o).await == Some(Found::Gone)

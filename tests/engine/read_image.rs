@@ -16,9 +16,10 @@ use choudoufu_live::engine::layout::{EstateName, KeyKind, Layout};
 use choudoufu_live::engine::log_writer::LogWriter;
 use choudoufu_live::engine::operation::Operation;
 use choudoufu_live::engine::program::ProgramStamp;
+use choudoufu_live::engine::read::{Sources, read_estate};
 use choudoufu_live::engine::read_cache::ReadCache;
 use choudoufu_live::engine::record::{EstateMeta, Record};
-use choudoufu_live::engine::session::{Instant, RunInfo, Session, Snapshot, Sources, read_estate};
+use choudoufu_live::engine::session::{Instant, RunInfo, Session, Snapshot};
 use choudoufu_live::engine::write_log::{Offset, OffsetClock, Timing};
 use choudoufu_live::store::azure::AzureStore;
 use choudoufu_live::store::gcs::GcsStore;
@@ -127,7 +128,7 @@ fn as_plain(s: &Snapshot) -> Plain {
     )
 }
 
-async fn cold_read(store: &DynStore, l: &Layout) -> choudoufu_live::engine::session::Read {
+async fn cold_read(store: &DynStore, l: &Layout) -> choudoufu_live::engine::read::Read {
     read_estate(store, l, PARALLEL, "test", Sources::default())
         .await
         .unwrap()

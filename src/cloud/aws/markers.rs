@@ -23,6 +23,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::cut::{Mechanism, cut};
+pub use crate::engine::markers::instance_address;
 use crate::engine::markers::{ADDRESS_TAG, ESTATE_TAG, Family};
 
 /// Two or more live objects carry one resource's live markers: none is bound, nothing is created.
@@ -219,14 +220,6 @@ pub struct AwsLister {
     iam: aws_sdk_iam::Client,
     s3: aws_sdk_s3::Client,
     config: AwsProviderConfig,
-}
-
-/// The instance address a record names (`ADDR (deposed KEY)` is the object of `ADDR`).
-pub fn instance_address(record_address: &str) -> &str {
-    match record_address.find(" (deposed ") {
-        Some(at) => &record_address[..at],
-        None => record_address,
-    }
 }
 
 impl AwsLister {

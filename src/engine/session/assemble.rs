@@ -519,8 +519,8 @@ mod tests {
     #[test]
     fn records_an_image_describes_serve_the_same_document_undecoded() {
         use crate::engine::image::{Image, ImageEntry};
+        use crate::engine::read::snapshot_of_image;
         use crate::engine::record::Record;
-        use crate::engine::session::snapshot_of_image;
         use crate::store::Version;
         use std::sync::Arc;
         let doc = r#"{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"l",

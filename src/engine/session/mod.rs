@@ -7,22 +7,22 @@
 //!
 //! By owner: `handle` the session and its set-up, `view` what it holds of the estate and the
 //! run, `snapshot` the records it read and the base a write compares against, `run_info` who
-//! the run is, `read` reading the estate, `log_entries` the session's side of the write log
+//! the run is, `read_view` reading the estate into the view (through `engine::read`), `log_entries` the session's side of the write log
 //! (its clock check, its entries), `assemble` the state document served, `write` writing one
 //! (`report` what it did), `instant` writing one record at a provider's return (both through
 //! [`crate::engine::write`]'s one record write), `recovery` what a failed write leaves, `trace`
 //! the spans and metrics, and `error` why a call failed.
 
 mod assemble;
-mod error;
+pub(crate) mod error;
 mod handle;
 mod instant;
 mod log_entries;
-mod read;
+mod read_view;
 mod recovery;
 mod report;
 mod run_info;
-mod snapshot;
+pub(crate) mod snapshot;
 mod trace;
 mod view;
 mod write;
@@ -33,10 +33,6 @@ pub use handle::{DEFAULT_PARALLEL, Session};
 
 pub use crate::engine::write::conflict::RecordConflict;
 pub use instant::{Instant, Landed};
-pub use read::{
-    Read, ReadStats, Sources, fetch_image, read_estate, read_snapshot, read_snapshot_cached,
-    snapshot_of_image,
-};
 pub use recovery::{RECOVERY_FORMAT, Recovery, RecoveryError};
 pub use report::{RecordConflictError, WriteReport};
 pub use run_info::RunInfo;

@@ -11,7 +11,9 @@ use tokio::sync::{Mutex, OnceCell, RwLock};
 use tonic::{Request, Response, Status};
 
 pub mod settings;
+mod unrecorded;
 pub mod validate;
+mod wire;
 
 use super::proto::live as pb;
 use super::proto::live::live_server::Live;
@@ -23,12 +25,12 @@ use crate::engine::log_writer::LogWriter;
 use crate::engine::markers::{self, Timing};
 use crate::engine::plan_stamp::{PlanStamp, UnstampedPlanError};
 use crate::engine::program::ProgramStamp;
+use crate::engine::read::read_snapshot;
 use crate::engine::record_writes::{self, Kind, Outcome};
-use crate::engine::session::{
-    self, BaseRef, RunInfo, SessionError, Snapshot, initial_lineage, read_snapshot,
-};
+use crate::engine::session::{self, BaseRef, RunInfo, SessionError, Snapshot, initial_lineage};
 use crate::frontdoor::NO_LOCK;
 use crate::store::{self, DynStore, Version, WriteGuard};
+use wire::{diag, error, invalid, live_object, provider_config, to_pb};
 
 type EntryStream = Pin<Box<dyn Stream<Item = Result<pb::RecordEntry, Status>> + Send>>;
 
@@ -67,36 +69,6 @@ impl LiveService {
         self.run.read().await.clone().ok_or_else(|| {
             Status::failed_precondition("Configure was not called: the run has no estate yet")
         })
-    }
-}
-
-fn diag(
-    severity: pb::diagnostic::Severity,
-    summary: &str,
-    detail: &str,
-    address: &str,
-) -> pb::Diagnostic {
-    pb::Diagnostic {
-        severity: severity as i32,
-        summary: summary.to_string(),
-        detail: detail.to_string(),
-        address: address.to_string(),
-    }
-}
-
-fn error(summary: &str, detail: &str) -> Vec<pb::Diagnostic> {
-    vec![diag(pb::diagnostic::Severity::Error, summary, detail, "")]
-}
-
-/// The diagnostic refusing a request whose field is wrong.
-fn invalid(e: &validate::FieldError) -> Vec<pb::Diagnostic> {
-    error("Invalid request", &e.to_string())
-}
-
-fn to_pb(v: &Version) -> pb::Version {
-    pb::Version {
-        token: v.token.clone(),
-        version_id: v.version_id.clone().unwrap_or_default(),
     }
 }
 
@@ -709,134 +681,8 @@ impl Live for LiveService {
         req: Request<pb::ListUnrecordedRequest>,
     ) -> Result<Response<pb::ListUnrecordedResponse>, Status> {
         let r = self.current().await?;
-        let req = req.into_inner();
-        if let Err(e) = validate::list_unrecorded(&req) {
-            return Ok(Response::new(pb::ListUnrecordedResponse {
-                objects: vec![],
-                diagnostics: invalid(&e),
-            }));
-        }
-        let estate = r.layout.estate().as_str().to_string();
-        let entries = record_writes::read_entries(&r.store, &r.layout, PARALLEL)
+        unrecorded::list(&r.store, &r.layout, PARALLEL, req.into_inner())
             .await
-            .map_err(|e| Status::internal(e.to_string()))?;
-        // Resource records of the AWS family, by provider configuration address.
-        let mut by_provider: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
-        for e in entries.iter().filter(|e| e.kind == Kind::Resource) {
-            let res = &e.content["resource"];
-            let (Some(provider), Some(ty)) = (res["provider"].as_str(), res["type"].as_str())
-            else {
-                continue;
-            };
-            if markers::Family::of("", ty) == Some(markers::Family::Aws) {
-                by_provider
-                    .entry(provider.to_string())
-                    .or_default()
-                    .push((e.address.clone(), ty.to_string()));
-            }
-        }
-        let mut diagnostics = Vec::new();
-        let mut objects = Vec::new();
-        let given: BTreeSet<&str> = req.providers.iter().map(|p| p.address.as_str()).collect();
-        for (provider, records) in &by_provider {
-            if !given.contains(provider.as_str()) {
-                diagnostics.push(diag(
-                    pb::diagnostic::Severity::Warning,
-                    "No marker listing",
-                    &markers_aws::ListingError::NoConfiguration {
-                        what: format!(
-                            "{} record(s) under {provider} were not checked for unrecorded objects",
-                            records.len()
-                        ),
-                    }
-                    .to_string(),
-                    "",
-                ));
-            }
-        }
-        let recorded: Vec<String> = by_provider
-            .values()
-            .flatten()
-            .map(|(a, _)| a.clone())
-            .collect();
-        for p in &req.providers {
-            let types: BTreeSet<String> = by_provider
-                .get(&p.address)
-                .into_iter()
-                .flatten()
-                .map(|(_, t)| t.clone())
-                .chain(req.resource_types.iter().cloned())
-                .collect();
-            if types.is_empty() {
-                continue;
-            }
-            let lister =
-                match markers_aws::AwsLister::from_json(&provider_config(&p.config_json)).await {
-                    Ok(l) => l,
-                    Err(e) => {
-                        diagnostics.push(diag(
-                            pb::diagnostic::Severity::Error,
-                            "No marker listing",
-                            &format!("{}: {e}", p.address),
-                            "",
-                        ));
-                        continue;
-                    }
-                };
-            // Types come from this provider's records; names from every record of the estate,
-            // so an object whose record sits under another provider configuration is not reported.
-            let types: Vec<String> = types.into_iter().collect();
-            match lister.list_unrecorded(&estate, &recorded, &types).await {
-                Ok(found) => {
-                    for o in found {
-                        if objects.iter().any(|x: &pb::LiveObject| x.id == o.arn) {
-                            continue;
-                        }
-                        diagnostics.push(diag(
-                            pb::diagnostic::Severity::Warning,
-                            "Unrecorded marked object",
-                            &format!(
-                                "{} carries {}={:?} and {}={:?}, but no record of the estate names that address; it was not deleted. Import it (terraform import), or delete it by hand if nothing should own it.",
-                                o.arn,
-                                markers::ESTATE_TAG,
-                                estate,
-                                markers::ADDRESS_TAG,
-                                o.address().unwrap_or("(none)")
-                            ),
-                            o.address().unwrap_or_default(),
-                        ));
-                        objects.push(live_object(o));
-                    }
-                }
-                Err(e) => diagnostics.push(diag(
-                    pb::diagnostic::Severity::Error,
-                    "Marker listing failed",
-                    &format!("{}: {e}", p.address),
-                    "",
-                )),
-            }
-        }
-        Ok(Response::new(pb::ListUnrecordedResponse {
-            objects,
-            diagnostics,
-        }))
-    }
-}
-
-/// A provider configuration from its JSON bytes; empty bytes are no configuration.
-fn provider_config(bytes: &[u8]) -> serde_json::Value {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return serde_json::Value::Null;
-    }
-    serde_json::from_slice(bytes)
-        .unwrap_or_else(|e| serde_json::Value::String(format!("(not JSON: {e})")))
-}
-
-fn live_object(o: markers_aws::LiveObject) -> pb::LiveObject {
-    pb::LiveObject {
-        address: o.address().unwrap_or_default().to_string(),
-        id: o.arn,
-        import_id: o.import_id.unwrap_or_default(),
-        tags: o.tags.into_iter().collect(),
+            .map(Response::new)
     }
 }

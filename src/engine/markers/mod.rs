@@ -5,6 +5,8 @@ use thiserror::Error;
 
 use crate::engine::digest::sha256_hex;
 
+pub mod unrecorded;
+
 /// The tag naming the estate that owns a resource.
 pub const ESTATE_TAG: &str = "tofu-estate";
 /// The tag naming a resource's address in the configuration.
@@ -63,6 +65,14 @@ impl Family {
         } else {
             encoded(value)
         }
+    }
+}
+
+/// The instance address a record names (`ADDR (deposed KEY)` is the object of `ADDR`): the address its object's marker carries.
+pub fn instance_address(record_address: &str) -> &str {
+    match record_address.find(" (deposed ") {
+        Some(at) => &record_address[..at],
+        None => record_address,
     }
 }
 
