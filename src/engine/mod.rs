@@ -24,6 +24,3 @@ pub mod session;
 pub mod state;
 pub mod write;
 pub mod write_log;
-
-/// The choudoufu protocol's record writes under their earlier path, for the callers not moved yet.
-pub use write::records as record_writes;

@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, PoisonError};
 
-use crate::engine::session::{Landed, RecordConflict, WriteReport};
+use crate::engine::session::{Landed, WriteReport};
+use crate::engine::write::RecordConflict;
 use crate::frontdoor::http::{Served, Tally};
 
 /// What the run's writes did, over all of terraform's POSTs and the provider door's records.

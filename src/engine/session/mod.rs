@@ -31,7 +31,6 @@ pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_line
 pub use error::SessionError;
 pub use handle::{DEFAULT_PARALLEL, Session};
 
-pub use crate::engine::write::conflict::RecordConflict;
 pub use instant::{Instant, Landed};
 pub use recovery::{RECOVERY_FORMAT, Recovery, RecoveryError};
 pub use report::{RecordConflictError, WriteReport};

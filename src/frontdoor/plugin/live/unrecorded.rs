@@ -12,7 +12,7 @@ use crate::cloud::aws::markers as markers_aws;
 use crate::engine::layout::Layout;
 use crate::engine::markers::unrecorded::{Recorded, RecordedResource};
 use crate::engine::markers::{self, Family};
-use crate::engine::record_writes::{self, Kind};
+use crate::engine::write::records::{self as record_writes, Kind};
 use crate::frontdoor::plugin::proto::live as pb;
 use crate::store::DynStore;
 
