@@ -7,7 +7,7 @@
 //! - [`store`]: record stores (local, S3, Azure Blob, GCS) and their one conditional write;
 //! - [`engine`]: records, state documents, sessions, claims and plan stamps (no HTTP, gRPC, SDK or CLI);
 //! - [`config`]: finds and reads a root's live block;
-//! - [`cloud`]: cloud-specific work beyond the store (AWS live markers, IAM policies);
+//! - [`cloud`]: cloud-specific work beyond the store (AWS live markers, each cloud's per-estate access policy);
 //! - [`frontdoor`]: the doors terraform comes in by (a per-run HTTP state server, plugin mode over gRPC);
 //! - [`run`]: `choudoufu-live run`, the terraform driver around the HTTP door;
 //! - [`cli`]: the command line.

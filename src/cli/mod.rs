@@ -1,7 +1,7 @@
 //! The command line: `records`, `run`, `bucket`, `iam`, `shim`.
 //!
 //! By owner: `command` the arguments and the dispatch, `records`, `bucket` and `iam` their
-//! commands (`policy` the access policy `iam` prints), `shim` the `terraform`/`tofu`
+//! commands (the policies `iam` prints are the cloud's: `cloud::<cloud>`), `shim` the `terraform`/`tofu`
 //! shims and their command, and `error` what a failed command reports.
 
 pub mod bucket;

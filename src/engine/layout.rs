@@ -1,4 +1,6 @@
-//! Where an estate's records lie in a store: `tofu-records/<estate>/{_estate, _image, r/<address>, o/<name>}`.
+//! Where an estate's records lie in a store: `tofu-records/<estate>/{_estate, _image, r/<address>,
+//! o/<name>, d/<address>, p/<address>, runs/<run id>, wlog/<entry>}`; every key is a [`RecordKey`]
+//! made here, from the folders [`crate::store::key::Folder`] lists.
 
 use std::fmt;
 
@@ -74,6 +76,85 @@ pub enum KeyKind {
     Unknown,
 }
 
+/// A key of an estate in its record store, made only by [`Layout`]: an estate's key is never
+/// spelled anywhere else.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RecordKey(String);
+
+impl RecordKey {
+    /// The key as the store takes it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key as an owned string.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl std::ops::Deref for RecordKey {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for RecordKey {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RecordKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for RecordKey {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for RecordKey {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for RecordKey {
+    fn eq(&self, other: &String) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<RecordKey> for &str {
+    fn eq(&self, other: &RecordKey) -> bool {
+        *self == other.0
+    }
+}
+
+impl PartialEq<RecordKey> for String {
+    fn eq(&self, other: &RecordKey) -> bool {
+        *self == other.0
+    }
+}
+
+impl std::borrow::Borrow<str> for RecordKey {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<RecordKey> for String {
+    fn from(key: RecordKey) -> String {
+        key.0
+    }
+}
+
 /// The keys of one estate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
@@ -100,13 +181,13 @@ impl Layout {
     }
 
     /// The estate's meta record.
-    pub fn estate_key(&self) -> String {
-        format!("{}{ESTATE_RECORD}", self.prefix())
+    pub fn estate_key(&self) -> RecordKey {
+        RecordKey(format!("{}{ESTATE_RECORD}", self.prefix()))
     }
 
     /// The estate's image: one object under the estate's own prefix, so the estate's IAM policy covers it.
-    pub fn image_key(&self) -> String {
-        format!("{}{IMAGE_RECORD}", self.prefix())
+    pub fn image_key(&self) -> RecordKey {
+        RecordKey(format!("{}{IMAGE_RECORD}", self.prefix()))
     }
 
     /// The two parts of the key space that hold state, as (prefix, range) to list: the head
@@ -127,22 +208,22 @@ impl Layout {
     }
 
     /// The record key of a resource instance address.
-    pub fn resource_key(&self, address: &str) -> String {
+    pub fn resource_key(&self, address: &str) -> RecordKey {
         self.key_in(Folder::Resources, address)
     }
 
     /// The record key of a root output.
-    pub fn output_key(&self, name: &str) -> String {
+    pub fn output_key(&self, name: &str) -> RecordKey {
         self.key_in(Folder::Outputs, name)
     }
 
     /// The pending-operation mark of an address.
-    pub fn pending_key(&self, address: &str) -> String {
+    pub fn pending_key(&self, address: &str) -> RecordKey {
         self.key_in(Folder::Pending, address)
     }
 
     /// The liveness record of a run.
-    pub fn run_key(&self, run_id: &str) -> String {
+    pub fn run_key(&self, run_id: &str) -> RecordKey {
         self.key_in(Folder::Runs, run_id)
     }
 
@@ -152,8 +233,13 @@ impl Layout {
         format!("{}{}/", self.prefix(), Folder::Log.name())
     }
 
+    /// The key of the write log entry named `name` (a name [`crate::engine::write_log`] makes).
+    pub fn log_key(&self, name: &str) -> RecordKey {
+        RecordKey(format!("{}{name}", self.log_prefix()))
+    }
+
     /// The record of a default provider configuration.
-    pub fn provider_key(&self, address: &str) -> String {
+    pub fn provider_key(&self, address: &str) -> RecordKey {
         self.key_in(Folder::Providers, address)
     }
 
@@ -190,8 +276,13 @@ impl Layout {
     }
 
     /// The key of `name` in `folder`.
-    fn key_in(&self, folder: Folder, name: &str) -> String {
-        format!("{}{}/{}", self.prefix(), folder.name(), key_segment(name))
+    fn key_in(&self, folder: Folder, name: &str) -> RecordKey {
+        RecordKey(format!(
+            "{}{}/{}",
+            self.prefix(),
+            folder.name(),
+            key_segment(name)
+        ))
     }
 }
 
@@ -249,7 +340,11 @@ mod tests {
         }
         let entry = format!("{}0000-x", l.log_prefix());
         assert_eq!(l.classify(&entry), Some(KeyKind::Log));
-        for key in [l.pending_key("a.b"), l.run_key("r1"), entry] {
+        for key in [
+            l.pending_key("a.b").into_string(),
+            l.run_key("r1").into_string(),
+            entry,
+        ] {
             assert!(!inside(&key), "{key}");
         }
     }

@@ -154,7 +154,7 @@ impl LogWriter {
         let body = entry.body(&self.layout, &self.run_id);
         match put_conditional(self.store.as_ref(), &key, &body, &Precondition::Absent).await? {
             WriteOutcome::Written(_) => Ok(entry),
-            WriteOutcome::Conflict(_) => Err(EntryRefused::Taken(key).into()),
+            WriteOutcome::Conflict(_) => Err(EntryRefused::Taken(key.into_string()).into()),
         }
     }
 

@@ -10,7 +10,7 @@ use thiserror::Error;
 
 use crate::cut::{Mechanism, cut};
 use crate::engine::digest::{canonical, value_digest};
-use crate::engine::layout::{Layout, ROOT_PREFIX};
+use crate::engine::layout::{Layout, ROOT_PREFIX, RecordKey};
 use crate::engine::program::ProgramStamp;
 use crate::engine::state::{Instance, InstanceRank, Item, ResourceMeta};
 use crate::store::key::MAX_READABLE_SEGMENT;
@@ -274,7 +274,7 @@ impl Record {
     }
 
     /// The record's store key in `layout`.
-    pub fn key(&self, layout: &Layout) -> String {
+    pub fn key(&self, layout: &Layout) -> RecordKey {
         match &self.item {
             Item::Resource { address, .. } => layout.resource_key(address),
             Item::Output { name, .. } => layout.output_key(name),

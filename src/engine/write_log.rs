@@ -14,7 +14,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::engine::digest::sha256_hex;
-use crate::engine::layout::{KeyKind, Layout};
+use crate::engine::layout::{KeyKind, Layout, RecordKey};
 use crate::engine::operation::Operation;
 use crate::store::StoreTime;
 use crate::store::http::REQUEST_TIMEOUT;
@@ -329,8 +329,8 @@ impl LogEntry {
     }
 
     /// Its key.
-    pub fn key(&self, layout: &Layout) -> String {
-        format!("{}{}", layout.log_prefix(), self.name())
+    pub fn key(&self, layout: &Layout) -> RecordKey {
+        layout.log_key(&self.name())
     }
 
     /// The key of the record it names.
@@ -569,7 +569,7 @@ mod tests {
         let split = time_key(&l, at(100));
         for (secs, older) in [(99, true), (101, false)] {
             let e = LogEntry::new(&l, at(secs), "r", 0, Operation::Create, &key).unwrap();
-            assert_eq!(e.key(&l) > split, older, "{secs}");
+            assert_eq!(e.key(&l).into_string() > split, older, "{secs}");
         }
     }
 
@@ -583,7 +583,7 @@ mod tests {
             format!("{p}0000000000000000001-0a1b2c3d-000001-zr+x"),
             format!("{p}0000000000000000001-0a1b2c3d-000001-ur+"),
             format!("{p}0000000000000000001-nothex!!-000001-ur+x"),
-            l.resource_key("x"),
+            l.resource_key("x").into_string(),
         ] {
             assert!(LogEntry::parse(&l, &bad).is_err(), "{bad}");
         }

@@ -184,7 +184,7 @@ async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
     let s = Session::open(f.peer().await, layout.clone(), run("s"))
         .await
         .unwrap();
-    s.limit_changes([layout.resource_key("terraform_data.dns")].into())
+    s.limit_changes([layout.resource_key("terraform_data.dns").into_string()].into())
         .await;
     s.hold(s_claims.clone()).await;
     let report = s

@@ -212,7 +212,7 @@ async fn an_image_entry_at_another_version_is_never_used(kind: Kind) {
             .await
             .unwrap();
         let snap = fresh.snapshot().await;
-        let r0 = &snap.records[&l.resource_key("terraform_data.r0")];
+        let r0 = &snap.records[l.resource_key("terraform_data.r0").as_str()];
         assert_eq!(
             r0.record().unwrap().instance().unwrap()["attributes"]["input"]["value"],
             value.as_str(),
@@ -221,7 +221,7 @@ async fn an_image_entry_at_another_version_is_never_used(kind: Kind) {
         let (_, plain) = plain_read(&f.store, &l).await;
         assert_eq!(
             r0.version.token,
-            plain[&l.resource_key("terraform_data.r0")].0
+            plain[l.resource_key("terraform_data.r0").as_str()].0
         );
     }
 }
@@ -672,7 +672,10 @@ async fn change(store: &DynStore, l: &Layout, address: &str, value: &str) {
 async fn bulk_entries(store: &DynStore, l: &Layout, count: usize, at_once: usize) {
     let log = LogWriter::new(store.clone(), l.clone(), "bulk-run");
     let keys: Vec<String> = (0..count)
-        .map(|i| l.resource_key(&format!("terraform_data.r{}", 2 + i % 5)))
+        .map(|i| {
+            l.resource_key(&format!("terraform_data.r{}", 2 + i % 5))
+                .into_string()
+        })
         .collect();
     let made: Vec<_> = futures::stream::iter(&keys)
         .map(|k| log.log(Operation::Update, k))
@@ -707,7 +710,7 @@ async fn a_log_longer_than_a_page_is_listed_to_the_watermark(kind: Kind) {
         plain_read(&f.store, &l).await,
         "{kind:?}: the read through a long log differs from the store"
     );
-    let r1 = &read.snapshot.records[&l.resource_key("terraform_data.r1")];
+    let r1 = &read.snapshot.records[l.resource_key("terraform_data.r1").as_str()];
     assert_eq!(
         r1.record().unwrap().instance().unwrap()["attributes"]["input"]["value"],
         "on the second page"

@@ -39,7 +39,11 @@ async fn stored_input(store: &DynStore, estate: &str, name: &str) -> String {
     let s = open(store, estate).await;
     let snap = s.snapshot().await;
     let key = layout(estate).resource_key(&format!("terraform_data.{name}"));
-    snap.records[&key].record().unwrap().instance().unwrap()["attributes"]["input"]["value"]
+    snap.records[key.as_str()]
+        .record()
+        .unwrap()
+        .instance()
+        .unwrap()["attributes"]["input"]["value"]
         .as_str()
         .unwrap()
         .to_string()
@@ -54,9 +58,10 @@ async fn stale_base_on_one_of_three(kind: Kind) {
         .into_result()
         .unwrap();
     let a = open(&f.store, "prod").await;
-    let base_b = a.snapshot().await.records[&layout("prod").resource_key("terraform_data.b")]
-        .version
-        .clone();
+    let base_b = a.snapshot().await.records
+        [layout("prod").resource_key("terraform_data.b").as_str()]
+    .version
+    .clone();
     // Another run changes b after run A read it.
     let other = Session::open(f.peer().await, layout("prod"), run())
         .await
@@ -67,9 +72,9 @@ async fn stale_base_on_one_of_three(kind: Kind) {
         .unwrap();
     assert_eq!(r.updated, vec!["terraform_data.b".to_string()]);
     let after_other = other.snapshot().await.records
-        [&layout("prod").resource_key("terraform_data.b")]
-        .version
-        .clone();
+        [layout("prod").resource_key("terraform_data.b").as_str()]
+    .version
+    .clone();
     // Run A writes all three.
     let report = a
         .write_state(&doc(&[("a", "2"), ("b", "2"), ("c", "2")]))
@@ -291,7 +296,7 @@ async fn corrupted_record_is_named(kind: Kind) {
         .await
         .unwrap_err();
     assert!(matches!(err, SessionError::Corrupt(_)), "{err:?}");
-    assert!(err.to_string().contains(&key), "{err}");
+    assert!(err.to_string().contains(key.as_str()), "{err}");
     // A record that claims another estate.
     let f2 = Fixture::new(kind, "claims").await;
     open(&f2.store, "other")

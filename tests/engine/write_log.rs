@@ -183,7 +183,7 @@ async fn a_stalled_write_logs_again(kind: Kind) {
         ..Timing::default()
     };
     let s = Session::new(f.store.clone(), l.clone(), run()).with_timing(timing);
-    let key = l.resource_key("terraform_data.a");
+    let key = l.resource_key("terraform_data.a").into_string();
     let first = s.log_write(Operation::Update, &key).await.unwrap();
     let kept = s.fresh_entry(first.clone(), &key).await.unwrap();
     assert_eq!(kept, first, "within the stall limit the entry stands");
@@ -275,7 +275,10 @@ async fn every_record_write_logs_first(kind: Kind) {
         matches!(written[0].1, Outcome::Written(_)),
         "{kind:?}: {written:?}"
     );
-    let key = |i: usize| l.resource_key(&format!("terraform_data.r{i}"));
+    let key = |i: usize| {
+        l.resource_key(&format!("terraform_data.r{i}"))
+            .into_string()
+    };
     let mut listed: Vec<(String, Operation)> = entries(&f.store, &l)
         .await
         .iter()
@@ -290,7 +293,7 @@ async fn every_record_write_logs_first(kind: Kind) {
         (key(0), Operation::Update),
         (key(1), Operation::Update),
         (key(0), Operation::Delete),
-        (l.output_key("o"), Operation::Create),
+        (l.output_key("o").into_string(), Operation::Create),
     ];
     // The writes of one document go out at once, in any order.
     listed[..3].sort_by(|a, b| a.0.cmp(&b.0));
@@ -302,7 +305,7 @@ async fn every_record_write_logs_first(kind: Kind) {
         .iter()
         .map(LogEntry::name)
         .collect();
-    for record in [key(1), l.output_key("o")] {
+    for record in [key(1), l.output_key("o").into_string()] {
         let name = carried(&f.store, &l, &record).await;
         let entry = names
             .iter()
@@ -456,7 +459,7 @@ async fn a_write_landing_after_compaction_is_seen_through_pending(kind: Kind) {
         .unwrap()
         .into_result()
         .unwrap();
-    let key = l.resource_key("terraform_data.r5");
+    let key = l.resource_key("terraform_data.r5").into_string();
     let held = Arc::new(HeldWrite {
         inner: f.store.clone(),
         key: key.clone(),
@@ -513,7 +516,7 @@ async fn a_write_landing_after_compaction_is_seen_through_pending(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(read.stats.log_pages, 1, "{kind:?}: {:?}", read.stats);
-    let r5 = &read.snapshot.records[&key];
+    let r5 = &read.snapshot.records[key.as_str()];
     assert_eq!(
         r5.record().unwrap().instance().unwrap()["attributes"]["input"]["value"],
         "landed late",

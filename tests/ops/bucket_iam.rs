@@ -360,7 +360,7 @@ async fn records_are_written_with_server_side_encryption() {
         .client()
         .head_object()
         .bucket(&bucket)
-        .key(&key)
+        .key(key.as_str())
         .send()
         .await
         .unwrap();
@@ -381,7 +381,7 @@ async fn records_are_written_with_server_side_encryption() {
         .client()
         .head_object()
         .bucket(&bucket)
-        .key(&key)
+        .key(key.as_str())
         .send()
         .await
         .unwrap();

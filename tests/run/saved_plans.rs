@@ -311,7 +311,7 @@ async fn refreshed_records_outside_the_plan_are_skipped_when_moved() {
         lineage: "l".into(),
         serial: 7,
         base: base.clone(),
-        changes: [layout.resource_key("terraform_data.db")].into(),
+        changes: [layout.resource_key("terraform_data.db").into_string()].into(),
     };
     // Another run moves dns.
     let other = Session::open(f.store.clone(), layout.clone(), run())
@@ -356,11 +356,13 @@ async fn refreshed_records_outside_the_plan_are_skipped_when_moved() {
         .snapshot()
         .await;
     let input = |name: &str| {
-        now.records[&layout.resource_key(&format!("terraform_data.{name}"))]
-            .record()
-            .unwrap()
-            .instance()
-            .unwrap()["attributes"]["input"]["value"]
+        now.records[layout
+            .resource_key(&format!("terraform_data.{name}"))
+            .as_str()]
+        .record()
+        .unwrap()
+        .instance()
+        .unwrap()["attributes"]["input"]["value"]
             .as_str()
             .unwrap()
             .to_string()

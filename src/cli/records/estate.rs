@@ -4,7 +4,7 @@ use std::path::Path;
 
 use crate::cli::error::CliError;
 use crate::config::LiveConfig;
-use crate::engine::layout::Layout;
+use crate::engine::layout::{Layout, RecordKey};
 use crate::engine::program::ProgramStamp;
 use crate::engine::session::{RunInfo, Session};
 use crate::store::{self, DynStore};
@@ -33,7 +33,7 @@ impl Estate {
     }
 
     /// The store key of an address as the commands take it (`output.NAME` for an output).
-    pub(super) fn key_of(&self, address: &str) -> String {
+    pub(super) fn key_of(&self, address: &str) -> RecordKey {
         match address.strip_prefix("output.") {
             Some(name) => self.layout.output_key(name),
             None => self.layout.resource_key(address),

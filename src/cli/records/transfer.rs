@@ -10,7 +10,7 @@ use super::estate::open_session;
 use super::out::outln;
 use crate::cli::error::CliError;
 use crate::config::LiveConfig;
-use crate::engine::layout::Layout;
+use crate::engine::layout::{Layout, RecordKey};
 use crate::engine::program::ProgramStamp;
 use crate::engine::record::{Record, Writer};
 use crate::engine::session::{BaseEntry, RecordConflictError, RunInfo, Session};
@@ -87,7 +87,7 @@ pub async fn export(root: &Path, output: Option<&Path>) -> Result<i32, CliError>
 }
 
 /// The store key of a document item.
-fn key_of(layout: &Layout, item: &Item) -> String {
+fn key_of(layout: &Layout, item: &Item) -> RecordKey {
     match item {
         Item::Resource { address, .. } => layout.resource_key(address),
         Item::Output { name, .. } => layout.output_key(name),
@@ -138,7 +138,7 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
     let existing: Vec<String> = split
         .items
         .iter()
-        .filter(|i| snapshot.records.contains_key(&key_of(&layout, i)))
+        .filter(|i| snapshot.records.contains_key(key_of(&layout, i).as_str()))
         .map(address_of)
         .collect();
     if !existing.is_empty() {
@@ -182,7 +182,7 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
         .items
         .iter()
         .filter_map(|item| {
-            let entry = snapshot.records.get(&key_of(&layout, item))?;
+            let entry = snapshot.records.get(key_of(&layout, item).as_str())?;
             (entry.digest != digest_of(&layout, item))
                 .then(|| shown_address(entry.kind(), entry.address()))
         })

@@ -126,8 +126,11 @@ mod tests {
     fn ranges_tile_each_segment_and_skip_marks_and_runs() {
         let l = layout("e");
         let keys: Vec<String> = (0..2500)
-            .map(|i| l.resource_key(&format!("x.r{i:05}")))
-            .chain([l.estate_key(), l.output_key("o")])
+            .map(|i| l.resource_key(&format!("x.r{i:05}")).into_string())
+            .chain([
+                l.estate_key().into_string(),
+                l.output_key("o").into_string(),
+            ])
             .collect();
         let mut sorted = keys.clone();
         sorted.sort();
@@ -139,11 +142,12 @@ mod tests {
                 .filter(|p| key.starts_with(&p.prefix) && p.range.contains(key))
                 .count()
         };
-        let new = l.resource_key("x.r00999a");
-        for key in keys
-            .iter()
-            .chain([&new, &l.resource_key("zzz"), &l.image_key()])
-        {
+        let others = [
+            l.resource_key("x.r00999a").into_string(),
+            l.resource_key("zzz").into_string(),
+            l.image_key().into_string(),
+        ];
+        for key in keys.iter().chain(&others) {
             assert_eq!(covering(key), 1, "{key}");
         }
         for key in [l.pending_key("x.r1"), l.run_key("r")] {

@@ -272,7 +272,7 @@ fn a_packed_image_reads_as_its_text_and_a_bad_block_is_refused() {
 /// The stored image of `n` resource records (keys in order), each holding `record`.
 fn alike(l: &Layout, n: usize, record: &[u8]) -> Vec<u8> {
     let keys: Vec<String> = (0..n)
-        .map(|i| l.resource_key(&format!("x.r{i:02}")))
+        .map(|i| l.resource_key(&format!("x.r{i:02}")).into_string())
         .collect();
     let v = Version::new("\"v\"");
     let entries = keys.iter().map(|k| ImageEntry {

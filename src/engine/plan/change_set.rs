@@ -74,9 +74,9 @@ impl ChangeSet {
     pub fn resource_keys(&self, layout: &Layout) -> BTreeSet<String> {
         let mut keys = BTreeSet::new();
         for c in &self.resources {
-            keys.insert(layout.resource_key(&c.address));
+            keys.insert(layout.resource_key(&c.address).into_string());
             if let Some(from) = &c.moved_from {
-                keys.insert(layout.resource_key(from));
+                keys.insert(layout.resource_key(from).into_string());
             }
         }
         keys
@@ -85,7 +85,11 @@ impl ChangeSet {
     /// Every record key it changes: resources, the addresses they move from, and outputs.
     pub fn keys(&self, layout: &Layout) -> BTreeSet<String> {
         let mut keys = self.resource_keys(layout);
-        keys.extend(self.outputs.iter().map(|o| layout.output_key(o)));
+        keys.extend(
+            self.outputs
+                .iter()
+                .map(|o| layout.output_key(o).into_string()),
+        );
         keys
     }
 

@@ -82,11 +82,11 @@ fn a_plans_change_set_with_operations_and_dependencies() {
     );
     let layout = Layout::new(EstateName::parse("e").unwrap());
     let keys = set.keys(&layout);
-    assert!(keys.contains(&layout.resource_key("terraform_data.c")));
-    assert!(keys.contains(&layout.output_key("ids")));
+    assert!(keys.contains(layout.resource_key("terraform_data.c").as_str()));
+    assert!(keys.contains(layout.output_key("ids").as_str()));
     assert!(
         !set.resource_keys(&layout)
-            .contains(&layout.output_key("ids"))
+            .contains(layout.output_key("ids").as_str())
     );
 }
 

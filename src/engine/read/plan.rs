@@ -221,7 +221,7 @@ pub(super) fn known_keys(layout: &Layout, held: &Held, prior: Option<&Snapshot>)
         (None, Some(prior)) => prior
             .estate
             .as_ref()
-            .map(|_| layout.estate_key())
+            .map(|_| layout.estate_key().into_string())
             .into_iter()
             .chain(prior.records.keys().cloned())
             .collect(),
@@ -409,7 +409,7 @@ mod tests {
     fn an_image_without_a_mark_or_an_estate_record_is_not_read_through() {
         let l = layout();
         let (timing, now) = (Timing::default(), UNIX_EPOCH + Duration::from_secs(10));
-        let old = image(&l, &[l.estate_key()], None, None);
+        let old = image(&l, &[l.estate_key().into_string()], None, None);
         let why = trusted_mark(&l, &old, &timing, || now).map(|_| ());
         assert_eq!(
             why.map_err(|f| f.why),
@@ -419,13 +419,18 @@ mod tests {
             from: now,
             pending: vec![],
         };
-        let headless = image(&l, &[l.resource_key("x.a")], None, Some(&mark));
+        let headless = image(
+            &l,
+            &[l.resource_key("x.a").into_string()],
+            None,
+            Some(&mark),
+        );
         let why = trusted_mark(&l, &headless, &timing, || now).map(|_| ());
         assert_eq!(
             why.map_err(|f| f.why),
             Err("the image holds no estate record")
         );
-        let good = image(&l, &[l.estate_key()], None, Some(&mark));
+        let good = image(&l, &[l.estate_key().into_string()], None, Some(&mark));
         assert_eq!(trusted_mark(&l, &good, &timing, || now), Ok(&mark));
     }
 
@@ -452,9 +457,9 @@ mod tests {
     #[test]
     fn entries_are_named_by_record_and_an_unreadable_one_falls_back() {
         let l = layout();
-        let a = l.resource_key("x.a");
+        let a = l.resource_key("x.a").into_string();
         let e = entry(&l, Operation::Update, &a);
-        let named = name_entries(&l, &[e.key(&l)], &[e.name()]).unwrap();
+        let named = name_entries(&l, &[e.key(&l).into_string()], &[e.name()]).unwrap();
         assert_eq!(named.len(), 1);
         assert_eq!(
             named[&a].len(),
@@ -471,7 +476,10 @@ mod tests {
     #[test]
     fn a_record_is_taken_where_every_write_the_log_names_is_held() {
         let l = layout();
-        let (a, b) = (l.resource_key("x.a"), l.resource_key("x.b"));
+        let (a, b) = (
+            l.resource_key("x.a").into_string(),
+            l.resource_key("x.b").into_string(),
+        );
         let update = entry(&l, Operation::Update, &a);
         let carried = update.name();
         let held = image(&l, std::slice::from_ref(&a), Some(&carried), None);

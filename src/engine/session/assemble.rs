@@ -541,7 +541,7 @@ mod tests {
                 (r.key(&layout), r.encode(), rank)
             })
             .fold((vec![], vec![], vec![]), |mut acc, (k, b, r)| {
-                acc.0.push(k);
+                acc.0.push(k.into_string());
                 acc.1.push(b);
                 acc.2.push(r);
                 acc
@@ -570,7 +570,7 @@ mod tests {
             "1.9.0"
         );
         for r in &records {
-            let e = &snapshot.records[&r.key(&layout)];
+            let e = &snapshot.records[r.key(&layout).as_str()];
             assert_eq!(e.address(), r.address());
             assert_eq!(e.log(), Some("log-1"));
             assert_eq!(e.record().unwrap(), r, "decoded when looked into");

@@ -60,7 +60,7 @@ impl Session {
     pub async fn instance_of(&self, address: &str) -> Option<(ResourceMeta, Value)> {
         let key = self.layout.resource_key(address);
         let view = self.view.lock().await;
-        let entry = view.snapshot.records.get(&key)?;
+        let entry = view.snapshot.records.get(key.as_str())?;
         let record = entry
             .record()
             .inspect_err(|e| tracing::warn!(error = %e, "the record held for this address does not decode: the provider's return is recorded without it"))
@@ -84,7 +84,7 @@ impl Session {
             Instant::Delete { address } => (address, None),
         };
         let key = self.layout.resource_key(&address);
-        let base = view.base().get(&key).cloned();
+        let base = view.base().get(key.as_str()).cloned();
         let (change, digest) = match (put, base) {
             (None, None) => return Ok(Landed::Unchanged),
             (None, Some(base)) => (
@@ -137,7 +137,7 @@ impl Session {
         )
         .await?;
         let mut view = self.view.lock().await;
-        let still = view.base().get(&key).map(|b| &b.version) == expected.as_ref();
+        let still = view.base().get(key.as_str()).map(|b| &b.version) == expected.as_ref();
         // What the store holds now: the record written (or this run's own, written before), or none.
         let now = match wrote {
             Wrote::Put {
@@ -160,12 +160,12 @@ impl Session {
                 Some((version, record)) => {
                     let digest = digest.unwrap_or_else(|| record.content_digest());
                     let entry = BaseEntry::new(version, digest, record);
-                    view.base().insert(key.clone(), entry.base_ref());
-                    view.snapshot.records.insert(key, entry);
+                    view.base().insert(key.to_string(), entry.base_ref());
+                    view.snapshot.records.insert(key.into_string(), entry);
                 }
                 None => {
-                    view.base().remove(&key);
-                    view.snapshot.records.remove(&key);
+                    view.base().remove(key.as_str());
+                    view.snapshot.records.remove(key.as_str());
                 }
             }
         }

@@ -110,7 +110,7 @@ impl Session {
                 program: self.run.program.clone(),
                 writer: writer.clone(),
             };
-            wanted.insert(record.key(&self.layout), record);
+            wanted.insert(record.key(&self.layout).into_string(), record);
         }
         let mut report = WriteReport::default();
         let ops = diff(view.base(), wanted, &mut report);
@@ -242,7 +242,7 @@ impl Session {
                     stored.version,
                 )),
                 None => Err(CorruptRecord {
-                    key,
+                    key: key.into_string(),
                     reason: "the estate record vanished while it was being created".into(),
                 }
                 .into()),

@@ -10,7 +10,7 @@ use super::delete_rule::{DeleteBlock, check_delete};
 use super::provider::{PROVIDER_FORMAT, ProviderRecord, provider_id};
 use super::record_write::{Change, Wrote, write_record};
 use crate::cut::{Mechanism, cut};
-use crate::engine::layout::{KeyKind, Layout};
+use crate::engine::layout::{KeyKind, Layout, RecordKey};
 use crate::engine::log_writer::LogWriter;
 use crate::engine::program::{ProgramStamp, now_rfc3339};
 use crate::engine::record::{CorruptRecord, Record, Writer};
@@ -57,7 +57,7 @@ pub enum Outcome {
     AlreadyGone,
 }
 
-fn key_of(layout: &Layout, kind: Kind, address: &str) -> String {
+fn key_of(layout: &Layout, kind: Kind, address: &str) -> RecordKey {
     match kind {
         Kind::Resource => layout.resource_key(address),
         Kind::Output => layout.output_key(address),

@@ -177,7 +177,7 @@ impl Live for LiveService {
                 Kind::Provider => r.layout.provider_key(&e.address),
             };
             read.insert(
-                key,
+                key.into_string(),
                 BaseRef {
                     address: e.address.clone(),
                     version: e.version.clone(),
@@ -578,9 +578,13 @@ impl Live for LiveService {
         let mut changes: BTreeSet<String> = req
             .changed_addresses
             .iter()
-            .map(|a| r.layout.resource_key(a))
+            .map(|a| r.layout.resource_key(a).into_string())
             .collect();
-        changes.extend(req.changed_outputs.iter().map(|o| r.layout.output_key(o)));
+        changes.extend(
+            req.changed_outputs
+                .iter()
+                .map(|o| r.layout.output_key(o).into_string()),
+        );
         let current = read_snapshot(&r.store, &r.layout, PARALLEL)
             .await
             .map_err(|e| Status::internal(e.to_string()))?;
