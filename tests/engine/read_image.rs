@@ -223,6 +223,23 @@ async fn an_image_entry_at_another_version_is_never_used(kind: Kind) {
             r0.version.token,
             plain[l.resource_key("terraform_data.r0").as_str()].0
         );
+        // The read above went through the write log, which named r0. The full listing takes
+        // each record from the image only at the version listed: a reader a week on no longer
+        // trusts the log and lists, and the image holds r0 at its old version.
+        let week = OffsetClock(Offset::Ahead(Duration::from_secs(7 * 24 * 3600)));
+        let sources = Sources {
+            clock: Some(&week),
+            ..Sources::default()
+        };
+        let listed = read_estate(&f.store, &l, PARALLEL, "test", sources)
+            .await
+            .unwrap();
+        let r0 = &listed.snapshot.records[l.resource_key("terraform_data.r0").as_str()];
+        assert_eq!(
+            r0.record().unwrap().instance().unwrap()["attributes"]["input"]["value"],
+            value.as_str(),
+            "round {round}: the full listing served r0 from an image entry at another version"
+        );
     }
 }
 
