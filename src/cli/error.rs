@@ -57,7 +57,7 @@ mod tests {
     fn a_store_error_is_one_line_of_cause_and_one_of_advice() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
         let e = StoreError::new(
-            "s3://b",
+            crate::store::StoreName::new(crate::store::StoreKind::S3, "s3://b"),
             crate::store::StoreCall::List,
             "tofu-records/e/",
             io,

@@ -6,6 +6,7 @@ use std::fmt;
 use thiserror::Error;
 
 use super::call::StoreCall;
+use super::settings::kind::StoreKind;
 
 /// The cause of a failed store call: the SDK's, HTTP client's or file system's own error.
 pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -141,6 +142,31 @@ fn reason_of_link(e: &(dyn std::error::Error + 'static)) -> Option<Reason> {
     None
 }
 
+/// Which store a call went to: its kind, and its name as messages give it (`s3://bucket`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreName {
+    /// The store's kind.
+    pub kind: StoreKind,
+    /// Its name, e.g. `s3://bucket` or `azurerm://account/container`.
+    pub name: String,
+}
+
+impl StoreName {
+    /// The store of `kind` named `name`.
+    pub fn new(kind: StoreKind, name: impl Into<String>) -> Self {
+        StoreName {
+            kind,
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for StoreName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
 /// A record store call failed for a reason other than a conditional-write conflict.
 ///
 /// One that could not reach the store, or whose credentials were refused, reads as
@@ -148,7 +174,7 @@ fn reason_of_link(e: &(dyn std::error::Error + 'static)) -> Option<Reason> {
 #[derive(Debug, Error)]
 pub struct StoreError {
     /// The store, e.g. `s3://bucket`.
-    pub store: String,
+    pub store: StoreName,
     /// The call that failed.
     pub op: StoreCall,
     /// The key concerned (the prefix, for a listing).
@@ -185,7 +211,7 @@ impl fmt::Display for StoreError {
                 f,
                 "record store {}{at}: the {} does not exist: {} {} failed: {}",
                 self.store,
-                container_word(&self.store),
+                container_word(self.store.kind),
                 self.op,
                 self.key,
                 self.message
@@ -208,7 +234,7 @@ impl fmt::Display for StoreError {
 impl StoreError {
     /// A failed `op` on `key` of `store`, caused by `source` (whose text is the message, and whose chain gives the reason).
     pub fn new(
-        store: impl Into<String>,
+        store: StoreName,
         op: StoreCall,
         key: impl Into<String>,
         source: impl Into<Cause>,
@@ -217,7 +243,7 @@ impl StoreError {
         let reason = Reason::of(source.as_ref());
         let endpoint = endpoint_of(source.as_ref());
         StoreError {
-            store: store.into(),
+            store,
             op,
             key: key.into(),
             message: source.to_string().into_boxed_str(),
@@ -235,7 +261,8 @@ impl StoreError {
 
     /// One line of what to do about this failure.
     pub fn advice(&self) -> String {
-        self.reason.advice(&self.store, self.endpoint.as_deref())
+        self.reason
+            .advice(&self.store.name, self.endpoint.as_deref())
     }
 
     /// The same error with the reason the store kind knows from its typed error.
@@ -270,12 +297,11 @@ pub fn chain_text(e: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
-/// "bucket" or "container", as the store kind `store` (e.g. `s3://b`, `azurerm://a/c`) names it.
-pub fn container_word(store: &str) -> &'static str {
-    if store.starts_with("azurerm://") {
-        "container"
-    } else {
-        "bucket"
+/// "bucket" or "container", as a store of `kind` names what holds its records.
+pub fn container_word(kind: StoreKind) -> &'static str {
+    match kind {
+        StoreKind::Azure => "container",
+        StoreKind::S3 | StoreKind::Gcs | StoreKind::Local => "bucket",
     }
 }
 
@@ -354,8 +380,13 @@ mod tests {
     #[test]
     fn a_refused_connection_is_unavailable_and_named_so() {
         let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
-        let e = StoreError::new("s3://b", StoreCall::Update, "tofu-records/e/r/x", io)
-            .at("http://127.0.0.1:9");
+        let e = StoreError::new(
+            StoreName::new(StoreKind::S3, "s3://b"),
+            StoreCall::Update,
+            "tofu-records/e/r/x",
+            io,
+        )
+        .at("http://127.0.0.1:9");
         assert_eq!(e.reason, Reason::Unreachable);
         assert!(e.unavailable());
         let text = e.to_string();
@@ -374,14 +405,24 @@ mod tests {
             status: 403,
             body: "AuthorizationFailure".into(),
         };
-        let e = StoreError::new("azurerm://a/c", StoreCall::Get, "k", denied);
+        let e = StoreError::new(
+            StoreName::new(StoreKind::Azure, "azurerm://a/c"),
+            StoreCall::Get,
+            "k",
+            denied,
+        );
         assert_eq!(e.reason, Reason::CredentialsRefused);
         assert!(e.to_string().contains("refused the credentials"), "{e}");
         let busy = super::super::unexpected::UnexpectedStatus {
             status: 500,
             body: "oops".into(),
         };
-        let e = StoreError::new("gs://b", StoreCall::Get, "k", busy);
+        let e = StoreError::new(
+            StoreName::new(StoreKind::Gcs, "gs://b"),
+            StoreCall::Get,
+            "k",
+            busy,
+        );
         assert_eq!(e.reason, Reason::Answered);
         assert!(
             e.to_string()
@@ -396,7 +437,12 @@ mod tests {
             status: 404,
             body: "<Error><Code>ContainerNotFound</Code></Error>".into(),
         };
-        let e = StoreError::new("azurerm://a/c", StoreCall::List, "tofu-records/e/", missing);
+        let e = StoreError::new(
+            StoreName::new(StoreKind::Azure, "azurerm://a/c"),
+            StoreCall::List,
+            "tofu-records/e/",
+            missing,
+        );
         assert_eq!(e.reason, Reason::Missing);
         assert!(!e.unavailable());
         assert!(
@@ -413,7 +459,7 @@ mod tests {
         #[error("outer")]
         struct Outer(#[source] std::io::Error);
         let e = StoreError::new(
-            "local:/x",
+            StoreName::new(StoreKind::Local, "local:/x"),
             StoreCall::Get,
             "k",
             Outer(std::io::Error::new(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::call::StoreCall;
-use super::error::StoreError;
+use super::error::{StoreError, StoreName};
 use super::record_store::{NoStoreTime, StoreTime};
 use super::retry::{self, RetryPolicy, Verdict};
 use super::unexpected::UnexpectedStatus;
@@ -63,7 +63,7 @@ where
 
 /// The store error for an unexpected answer to `op` on `key`.
 pub async fn unexpected(
-    store: String,
+    store: StoreName,
     op: StoreCall,
     key: &str,
     response: reqwest::Response,
@@ -74,7 +74,7 @@ pub async fn unexpected(
 /// The store's time from an answer to `op` on `key` that should tell it (a found or missing
 /// object): its `Date`; any other answer is the store error it is.
 pub async fn time_of(
-    store: String,
+    store: StoreName,
     op: StoreCall,
     key: &str,
     response: reqwest::Response,

@@ -186,7 +186,7 @@ impl LocalStore {
     }
 
     fn fail(&self, op: StoreCall, key: &str) -> impl FnOnce(LocalError) -> StoreError {
-        let store = self.describe();
+        let store = self.name();
         let key = key.to_string();
         move |e| StoreError::new(store, op, key, e)
     }

@@ -35,7 +35,7 @@ pub mod versions;
 
 pub use call::StoreCall;
 pub use conditional::put_conditional;
-pub use error::StoreError;
+pub use error::{StoreError, StoreName};
 pub use guard::{GuardError, SafetyUnchecked, UnsafeRecordStore, WriteGuard};
 pub use listing::{list_all, list_range};
 pub use open::{Opened, StoreConfig};

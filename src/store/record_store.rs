@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use super::call::StoreCall;
-use super::error::StoreError;
+use super::error::{StoreError, StoreName};
 use super::settings::kind::StoreKind;
 use super::versions::VersionListing;
 
@@ -254,6 +254,11 @@ pub trait RecordStore: Send + Sync + fmt::Debug {
 
     /// The store's kind.
     fn kind(&self) -> StoreKind;
+
+    /// Its kind and description, as a failed call names it.
+    fn name(&self) -> StoreName {
+        StoreName::new(self.kind(), self.describe())
+    }
 
     /// Read one record; `None` when it does not exist.
     async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError>;

@@ -78,7 +78,7 @@ impl AzureStore {
         match &self.blobs {
             Blobs::Ready(a) => Ok(a),
             Blobs::Broken(m) => Err(StoreError::new(
-                self.describe(),
+                self.name(),
                 StoreCall::Connect,
                 "",
                 m.clone(),
@@ -94,7 +94,7 @@ impl AzureStore {
     }
 
     pub(super) fn fail(&self, op: StoreCall, key: &str, err: impl Into<Cause>) -> StoreError {
-        StoreError::new(self.describe(), op, key, err)
+        StoreError::new(self.name(), op, key, err)
     }
 
     pub(super) fn path(&self, op: StoreCall, key: &str) -> Result<Path, StoreError> {
@@ -152,7 +152,7 @@ impl AzureStore {
             }
             // 409 BlobAlreadyExists (create), 412 ConditionNotMet (update), 404 (update of no blob).
             409 | 412 | 404 => Ok(WriteOutcome::Conflict(precondition.conflict(None))),
-            _ => Err(http::unexpected(self.describe(), op, key, response).await),
+            _ => Err(http::unexpected(self.name(), op, key, response).await),
         }
     }
 

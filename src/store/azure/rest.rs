@@ -43,7 +43,7 @@ impl AzureStore {
         let response = self
             .rest(StoreCall::Time, key, Method::HEAD, url, &[], Vec::new())
             .await?;
-        http::time_of(self.describe(), StoreCall::Time, key, response).await
+        http::time_of(self.name(), StoreCall::Time, key, response).await
     }
 
     /// Send one authorised request under the retry policy (a busy service, a failed or lost

@@ -99,7 +99,7 @@ impl AzureStore {
             Err(AzureSafetyError {
                 store: self.describe(),
                 op,
-                source: http::unexpected(self.describe(), StoreCall::Admin, "", response).await,
+                source: http::unexpected(self.name(), StoreCall::Admin, "", response).await,
             })
         }
     }

@@ -107,7 +107,7 @@ impl RecordStore for AzureStore {
             412 | 404 | 409 => Ok(WriteOutcome::Conflict(
                 Precondition::Matches(expected.clone()).conflict(self.head_version(key).await?),
             )),
-            _ => Err(http::unexpected(self.describe(), StoreCall::Delete, key, response).await),
+            _ => Err(http::unexpected(self.name(), StoreCall::Delete, key, response).await),
         }
     }
 

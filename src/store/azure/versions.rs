@@ -93,7 +93,7 @@ async fn page(
         .await?;
     if !response.status().is_success() {
         return Err(
-            http::unexpected(store.describe(), StoreCall::ListVersions, prefix, response).await,
+            http::unexpected(store.name(), StoreCall::ListVersions, prefix, response).await,
         );
     }
     let text = response
@@ -216,6 +216,6 @@ pub(super) async fn get(
             }))
         }
         404 | 400 => Ok(None),
-        _ => Err(http::unexpected(store.describe(), StoreCall::GetVersion, key, response).await),
+        _ => Err(http::unexpected(store.name(), StoreCall::GetVersion, key, response).await),
     }
 }

@@ -104,7 +104,7 @@ impl GcsStore {
     }
 
     pub(super) fn fail(&self, op: StoreCall, key: &str, err: impl Into<Cause>) -> StoreError {
-        StoreError::new(self.describe(), op, key, err)
+        StoreError::new(self.name(), op, key, err)
     }
 
     pub(super) fn bucket_url(&self) -> String {
@@ -162,7 +162,7 @@ impl GcsStore {
         key: &str,
         response: reqwest::Response,
     ) -> StoreError {
-        http::unexpected(self.describe(), op, key, response).await
+        http::unexpected(self.name(), op, key, response).await
     }
 
     /// The `Date` of an object metadata GET of `key`: a missing object's 404 tells the time as well.
@@ -173,7 +173,7 @@ impl GcsStore {
                 http.get(&url).query(&[("fields", "generation")])
             })
             .await?;
-        http::time_of(self.describe(), StoreCall::Time, key, response).await
+        http::time_of(self.name(), StoreCall::Time, key, response).await
     }
 
     pub(super) async fn metadata(&self, key: &str) -> Result<Option<Object>, StoreError> {

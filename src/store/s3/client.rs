@@ -193,7 +193,7 @@ impl S3Store {
         let reason = sdk_reason(&err);
         // One line; the SDK's whole context (a debug dump) only with CHOUDOUFU_VERBOSE.
         let message = sdk_message(&err);
-        let e = StoreError::new(self.describe(), op, key, err)
+        let e = StoreError::new(self.name(), op, key, err)
             .with_message(message)
             .at(self.endpoint());
         match reason {
@@ -264,7 +264,7 @@ impl S3Store {
                     },
                     None => self.head_version(key).await?.ok_or_else(|| {
                         StoreError::new(
-                            self.describe(),
+                            self.name(),
                             op,
                             key,
                             "the write landed but the record has no version (it vanished at once)",
@@ -335,7 +335,7 @@ impl S3Store {
             .body
             .collect()
             .await
-            .map_err(|e| StoreError::new(self.describe(), op, key, e))?;
+            .map_err(|e| StoreError::new(self.name(), op, key, e))?;
         // One copy of the answer's segments into a vector of its size (an image is megabytes:
         // `into_bytes` then `to_vec` copied it twice).
         let segments: Vec<_> = body.into_segments().collect();

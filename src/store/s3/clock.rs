@@ -57,7 +57,7 @@ impl S3Store {
             (Some(date), Err(e)) if absent(&e) => Ok(date),
             (_, Err(e)) => Err(self.fail(StoreCall::Time, key, e)),
             (None, Ok(_)) => Err(StoreError::new(
-                self.describe(),
+                self.name(),
                 StoreCall::Time,
                 key,
                 NoStoreTime,

@@ -79,7 +79,7 @@ impl RecordStore for S3Store {
             token: out.e_tag.clone().unwrap_or_default(),
             version_id: out.version_id.clone(),
         };
-        let (store, key) = (self.describe(), key.to_string());
+        let (store, key) = (self.name(), key.to_string());
         let chunks = futures::stream::unfold(Some(out.body), move |body| {
             let (store, key) = (store.clone(), key.clone());
             async move {

@@ -72,7 +72,7 @@ pub(super) async fn list(store: &S3Store, prefix: &str) -> Result<VersionListing
                 // A store that answers the same markers again would page forever.
                 if seen.contains(&(k.clone(), v.clone())) {
                     return Err(StoreError::new(
-                        store.describe(),
+                        store.name(),
                         StoreCall::ListVersions,
                         prefix,
                         format!(
