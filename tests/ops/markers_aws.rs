@@ -3,6 +3,8 @@
 use choudoufu_live::cloud::aws::markers::{
     AwsLister, AwsProviderConfig, FindError, ListingError, type_filter,
 };
+use choudoufu_live::engine::markers::Family;
+use choudoufu_live::engine::markers::unrecorded::{Recorded, RecordedResource};
 use serde_json::json;
 use testkit::aws_objects::*;
 
@@ -98,10 +100,15 @@ async fn library_binds_one_refuses_two_and_names_the_unrecorded() {
     );
     // Records name the bucket and web["a"]: the instances are named, the bucket is named;
     // drop the bucket's record and it is reported, and still there.
+    let web_a = RecordedResource {
+        address: "aws_instance.web[\"a\"]",
+        provider: "provider[\"registry.terraform.io/hashicorp/aws\"]",
+        type_name: "aws_instance",
+    };
     let unrecorded = lister
         .list_unrecorded(
             &estate,
-            &["aws_instance.web[\"a\"]".to_string()],
+            &Recorded::of(Family::Aws, [web_a]),
             &["aws_instance".to_string(), "aws_s3_bucket".to_string()],
         )
         .await
@@ -111,7 +118,11 @@ async fn library_binds_one_refuses_two_and_names_the_unrecorded() {
     assert_eq!(buckets(&bucket).await, vec![bucket.clone()]);
     // A type with no filter: one listing with no type filter still finds it.
     let all = lister
-        .list_unrecorded(&estate, &[], &["aws_ssm_parameter".to_string()])
+        .list_unrecorded(
+            &estate,
+            &Recorded::default(),
+            &["aws_ssm_parameter".to_string()],
+        )
         .await
         .unwrap();
     assert_eq!(all.len(), 3, "{all:?}");

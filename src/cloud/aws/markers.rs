@@ -24,6 +24,7 @@ use thiserror::Error;
 
 use crate::cut::{Mechanism, cut};
 pub use crate::engine::markers::instance_address;
+use crate::engine::markers::unrecorded::Recorded;
 use crate::engine::markers::{ADDRESS_TAG, ESTATE_TAG, Family};
 
 /// Two or more live objects carry one resource's live markers: none is bound, nothing is created.
@@ -518,20 +519,17 @@ impl AwsLister {
 
     /// Live objects carrying `estate`'s marker whose `tofu-address` no record names.
     ///
-    /// `recorded` is the address of every resource record of the estate; `resource_types` are
-    /// the terraform types to list ([`AwsLister::list_marked`]). Nothing is deleted.
+    /// `recorded` is what the estate's resource records tell (the engine's one account of
+    /// them); `resource_types` are the terraform types to list ([`AwsLister::list_marked`]).
+    /// Nothing is deleted.
     pub async fn list_unrecorded(
         &self,
         estate: &str,
-        recorded: &[String],
+        recorded: &Recorded,
         resource_types: &[String],
     ) -> Result<Vec<LiveObject>, ListingError> {
-        let named: BTreeSet<String> = recorded
-            .iter()
-            .map(|a| Family::Aws.encode(instance_address(a)))
-            .collect();
         let mut listed = self.list_marked(estate, resource_types).await?;
-        listed.retain(|o| o.address().is_none_or(|a| !named.contains(a)));
+        listed.retain(|o| recorded.unrecorded(o.address()));
         Ok(listed)
     }
 
