@@ -10,11 +10,12 @@
 //! the run is, `read_view` reading the estate into the view (through `engine::read`), `log_entries` the session's side of the write log
 //! (its clock check, its entries), `assemble` the state document served, `write` writing one
 //! (`report` what it did), `instant` writing one record at a provider's return (both through
-//! [`crate::engine::write`]'s one record write), `recovery` what a failed write leaves, `trace`
+//! [`crate::engine::write`]'s one record write), `recovery` what a failed write leaves, `estate_end` a workspace's estate deleted, `trace`
 //! the spans and metrics, and `error` why a call failed.
 
 mod assemble;
 pub(crate) mod error;
+mod estate_end;
 mod handle;
 mod instant;
 mod log_entries;
@@ -29,6 +30,7 @@ mod write;
 
 pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_lineage, serial_of};
 pub use error::SessionError;
+pub use estate_end::EstateDeleted;
 pub use handle::{DEFAULT_PARALLEL, Session};
 
 pub use instant::{Instant, Landed};

@@ -16,7 +16,7 @@ use super::proto::tfplugin6 as pb;
 use super::proto::tfplugin6::provider_server::Provider;
 use crate::engine::layout::{EstateName, Layout};
 use crate::engine::program::ProgramStamp;
-use crate::engine::session::{RunInfo, Session, SessionError};
+use crate::engine::session::{EstateDeleted, RunInfo, Session, SessionError};
 use crate::engine::state::MAX_STATE_BYTES;
 use crate::frontdoor::NO_LOCK;
 use crate::store::{self, DynStore, SettingError, WriteGuard, list_all};
@@ -624,25 +624,27 @@ impl Provider for StateStoreProvider {
             Ok(s) => s,
             Err(d) => return reply(d),
         };
-        if let Err(e) = session.refresh().await {
-            return reply(session_error(&e));
-        }
-        let snapshot = session.snapshot().await;
-        if !snapshot.records.is_empty() {
-            return reply(error(
-                "Workspace still has records",
-                &format!(
-                    "workspace {:?} still holds {} record(s); destroy its resources first. Nothing was deleted.",
-                    req.state_id,
-                    snapshot.records.len()
-                ),
-            ));
-        }
-        if let Some((_, version)) = snapshot.estate {
-            let key = session.layout().estate_key();
-            if let Err(e) = c.store.delete(&key, &version).await {
-                return reply(error("Record store error", &e.to_string()));
+        match session.delete_estate().await {
+            Ok(EstateDeleted::Deleted) => {}
+            Ok(EstateDeleted::HoldsRecords(n)) => {
+                return reply(error(
+                    "Workspace still has records",
+                    &format!(
+                        "workspace {:?} still holds {n} record(s); destroy its resources first. Nothing was deleted.",
+                        req.state_id
+                    ),
+                ));
             }
+            Ok(EstateDeleted::Changed) => {
+                return reply(error(
+                    "Workspace changed",
+                    &format!(
+                        "another run wrote workspace {:?}'s estate record after this one read it. Nothing was deleted.",
+                        req.state_id
+                    ),
+                ));
+            }
+            Err(e) => return reply(session_error(&e)),
         }
         c.sessions.lock().await.remove(&req.state_id);
         reply(vec![])
