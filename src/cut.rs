@@ -183,6 +183,8 @@ pub enum Mechanism {
     LiveRead,
     /// `run` refusing a `state push` without `-force` of a file not pulled from the state it serves.
     PushGuard,
+    /// `run` resuming a stopped saved plan under its approval: its own apply's records known by the plan on their writer, the rest planned again and compared (cut: every moved record refuses, and a new plan is never compared).
+    Resume,
 }
 
 impl Mechanism {
@@ -271,6 +273,7 @@ impl Mechanism {
         Mechanism::BindTainted,
         Mechanism::LiveRead,
         Mechanism::PushGuard,
+        Mechanism::Resume,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -359,6 +362,7 @@ impl Mechanism {
             Mechanism::BindTainted => "bind-tainted",
             Mechanism::LiveRead => "live-read",
             Mechanism::PushGuard => "push-guard",
+            Mechanism::Resume => "resume",
         }
     }
 

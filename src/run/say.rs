@@ -90,6 +90,20 @@ pub fn replanning(moved: &[&str]) {
     ));
 }
 
+/// A saved plan whose apply stopped is resumed: what that apply made.
+pub fn resuming(done: &BTreeSet<String>) {
+    line(format_args!(
+        "an earlier apply of this plan stopped after making {} of its changes ({}); planning the rest again to resume it under its approval",
+        done.len(),
+        list(done)
+    ));
+}
+
+/// A resumed saved plan has nothing left to apply.
+pub fn resumed_nothing_left() {
+    line("every change of this plan is applied; nothing is left to resume");
+}
+
 // Claims.
 
 /// This run's claims could not be released.

@@ -7,6 +7,7 @@ mod door_markers;
 mod door_pairs;
 mod door_races;
 mod door_records;
+mod door_resume;
 mod migrate;
 mod own_provider;
 mod run_claims;
