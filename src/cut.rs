@@ -185,6 +185,8 @@ pub enum Mechanism {
     PushGuard,
     /// `run` resuming a stopped saved plan under its approval: its own apply's records known by the plan on their writer, the rest planned again and compared (cut: every moved record refuses, and a new plan is never compared).
     Resume,
+    /// The provider door naming a provider plugin that died mid-apply, and the resource whose call was in flight.
+    ProviderCrash,
 }
 
 impl Mechanism {
@@ -274,6 +276,7 @@ impl Mechanism {
         Mechanism::LiveRead,
         Mechanism::PushGuard,
         Mechanism::Resume,
+        Mechanism::ProviderCrash,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -363,6 +366,7 @@ impl Mechanism {
             Mechanism::LiveRead => "live-read",
             Mechanism::PushGuard => "push-guard",
             Mechanism::Resume => "resume",
+            Mechanism::ProviderCrash => "provider-crash",
         }
     }
 

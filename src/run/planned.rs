@@ -101,13 +101,15 @@ async fn claim_and_apply(
         Checked::Refused(code) => return Ok(Step::Exit(code)),
     }
     let door = ctx.tf.door();
-    if let Some(door) = door {
-        door.record_returns(Some(Recorder::new(
+    let recorder = door.map(|door| {
+        let recorder = Recorder::new(
             attempt.backend().clone(),
             apply.plan,
             door.marking().cloned(),
-        )));
-    }
+        );
+        door.record_returns(Some(recorder.clone()));
+        recorder
+    });
     let applied = steps::apply_pinned_with(
         ctx,
         attempt,
@@ -119,6 +121,9 @@ async fn claim_and_apply(
     .await;
     if let Some(door) = door {
         door.record_returns(None);
+    }
+    for crash in recorder.iter().flat_map(|r| r.crashes()) {
+        say::provider_crashed(&crash);
     }
     Ok(match applied? {
         Applied::Ran(status) => Step::Ran(Box::new(Ran {
@@ -251,10 +256,26 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
     let mut budget = WaitBudget::new(ctx.wait);
     let mut args = vec!["apply".to_string()];
     args.extend(ctx.cmd.args.iter().cloned());
+    // Each record this apply writes names the plan, so a stopped apply can be resumed.
+    let read = ctx.session().with_plan(&stamp.plan_sha256);
+    read.refresh().await?;
+    if let Ok(done) = resume::finished(&stamp, &keys, &read.snapshot().await)
+        && !done.addresses.is_empty()
+    {
+        let approved = Approved {
+            plan: &shown,
+            stamp: &stamp,
+            done: &done,
+        };
+        return resume(ctx, split, approved, &mut budget).await;
+    }
+    let mut read = Some(read);
     loop {
         // The server starts only once the plan's changes are claimed and have not moved.
-        // Each record this apply writes names the plan, so a stopped apply can be resumed.
-        let mut attempt = Attempt::unserved(ctx.session().with_plan(&stamp.plan_sha256));
+        let session = read
+            .take()
+            .unwrap_or_else(|| ctx.session().with_plan(&stamp.plan_sha256));
+        let mut attempt = Attempt::unserved(session);
         let apply = Apply {
             plan: &shown,
             set: &set,

@@ -647,6 +647,18 @@ pub fn provider_door_off() {
     );
 }
 
+/// A provider plugin died with an apply call in flight.
+pub fn provider_crashed(crash: &crate::frontdoor::provider::Crash) {
+    let call = match &crash.address {
+        Some(address) => format!("while its apply call for {address} was in flight"),
+        None => "while an apply call the door could not read was in flight".to_string(),
+    };
+    warning(format!(
+        "the provider plugin {} died ({}) {call}; every call that returned before has its record. That call never returned: if its create reached the cloud, the object carries its live markers and the next apply through `run` binds it instead of creating a second",
+        crash.provider, crash.how
+    ));
+}
+
 /// terraform died of a signal `run` did not send: what the summary below then means (`door`: the provider door was open).
 pub fn terraform_killed(program: &str, signal: &str, door: bool) {
     let kept = if door {

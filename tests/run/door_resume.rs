@@ -73,7 +73,7 @@ pub fn parameters(prefix: &str) -> Vec<String> {
 fn a_saved_plan_killed_midway_resumes_under_its_approval_and_a_changed_rest_is_refused() {
     let _turn = turn();
     let cdf = Cdftest::new(true);
-    let root = Root::new("door-aws-resume", "resume-aws", &Records::Local);
+    let root = Root::new("door-aws-stages", "resume-aws", &Records::Local);
     let prefix = testkit::unique_bucket("resume-aws");
     let with = |verb: &[&str]| -> Vec<String> {
         let mut all: Vec<String> = verb.iter().map(|s| s.to_string()).collect();

@@ -2,6 +2,7 @@
 
 mod aws_door;
 mod door;
+mod door_crash;
 mod door_guard;
 mod door_markers;
 mod door_pairs;

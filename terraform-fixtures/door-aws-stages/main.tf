@@ -1,7 +1,7 @@
-# A saved plan stopped midway and resumed, with the real hashicorp/aws provider (protocol 5):
-# two SSM parameters a[*] created together, then a thing of the project's own provider whose
-# create sleeps `wait_ms`, then two more b[*] created together. A kill during the sleep finds
-# a[*] made and b[*] not.
+# Two stages of SSM parameters with the real hashicorp/aws provider (protocol 5): two a[*]
+# created together, then a thing of the project's own provider whose create sleeps `wait_ms`,
+# then two more b[*] created together. A kill during the sleep finds a[*] made and b[*] not
+# (the saved plan resumed); a plugin killed as b[*] go out finds their calls in flight.
 terraform {
   required_providers {
     aws = {
@@ -36,7 +36,8 @@ provider "aws" {
   skip_metadata_api_check     = true
   skip_requesting_account_id  = true
   endpoints {
-    ssm = var.endpoint
+    ssm                      = var.endpoint
+    resourcegroupstaggingapi = var.endpoint
   }
 }
 
