@@ -187,6 +187,8 @@ pub enum Mechanism {
     Resume,
     /// The provider door naming a provider plugin that died mid-apply, and the resource whose call was in flight.
     ProviderCrash,
+    /// A record store that hangs given up on each attempt's timeout like one that refuses, so a record write at a provider's return holds terraform no longer than the store's policy (cut: each attempt waits out the whole deadline).
+    StalledStore,
 }
 
 impl Mechanism {
@@ -277,6 +279,7 @@ impl Mechanism {
         Mechanism::PushGuard,
         Mechanism::Resume,
         Mechanism::ProviderCrash,
+        Mechanism::StalledStore,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -367,6 +370,7 @@ impl Mechanism {
             Mechanism::PushGuard => "push-guard",
             Mechanism::Resume => "resume",
             Mechanism::ProviderCrash => "provider-crash",
+            Mechanism::StalledStore => "stalled-store",
         }
     }
 

@@ -9,6 +9,7 @@ mod door_pairs;
 mod door_races;
 mod door_records;
 mod door_resume;
+mod door_store_away;
 mod migrate;
 mod own_provider;
 mod run_claims;
