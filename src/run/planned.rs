@@ -338,7 +338,6 @@ async fn resume(
     env.extend(reconcile.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let mut plan_args = split.plan_args(&plan);
     plan_args.push("-input=false".into());
-    let listings = ctx.tf.door().map(bind::stamped_configs).unwrap_or_default();
     let mut replans = 0;
     loop {
         let _ = std::fs::remove_file(&plan);
@@ -373,7 +372,8 @@ async fn resume(
                 args: &args,
                 budget: &mut *budget,
                 stdout: Stdout::Inherit,
-                bind: Bind::Refuse(&listings),
+                // Where the approved plan was stamped to list the markers of its creates.
+                bind: Bind::Refuse(&approved.stamp.marker_listings),
             };
             let reconcile = Reconcile::for_saved_plan(split, approved.plan);
             claim_and_apply(ctx, &mut attempt, apply, reconcile).await
