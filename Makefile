@@ -27,8 +27,9 @@ prove-claims:
 fuzz:
 	scripts/fuzz
 
-## make reliability: the long load run and the kill suite, with their figures; the AWS door races, three rounds each;
-## the AWS pairs created together, six rounds.
+## make reliability: the long load run and the kill suite, with their figures; the kill rounds on a chained AWS apply
+## (run, terraform or the plugins SIGKILLed at random, ten rounds: CHOUDOUFU_AWS_KILL_ROUNDS); the AWS door races,
+## three rounds each; the AWS pairs created together, six rounds.
 reliability:
 	scripts/with-moto $(CARGO) test --test reliability --test plugin -- --ignored --nocapture
 	CHOUDOUFU_AWS_RACE_ROUNDS=3 scripts/with-moto $(CARGO) test --test run door_races -- --nocapture

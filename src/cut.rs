@@ -183,6 +183,12 @@ pub enum Mechanism {
     LiveRead,
     /// `run` refusing a `state push` without `-force` of a file not pulled from the state it serves.
     PushGuard,
+    /// `run` resuming a stopped saved plan under its approval: its own apply's records known by the plan on their writer, the rest planned again and compared (cut: every moved record refuses, and a new plan is never compared).
+    Resume,
+    /// The provider door naming a provider plugin that died mid-apply, and the resource whose call was in flight.
+    ProviderCrash,
+    /// A record store that hangs given up on each attempt's timeout like one that refuses, so a record write at a provider's return holds terraform no longer than the store's policy (cut: each attempt waits out the whole deadline).
+    StalledStore,
 }
 
 impl Mechanism {
@@ -271,6 +277,9 @@ impl Mechanism {
         Mechanism::BindTainted,
         Mechanism::LiveRead,
         Mechanism::PushGuard,
+        Mechanism::Resume,
+        Mechanism::ProviderCrash,
+        Mechanism::StalledStore,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -359,6 +368,9 @@ impl Mechanism {
             Mechanism::BindTainted => "bind-tainted",
             Mechanism::LiveRead => "live-read",
             Mechanism::PushGuard => "push-guard",
+            Mechanism::Resume => "resume",
+            Mechanism::ProviderCrash => "provider-crash",
+            Mechanism::StalledStore => "stalled-store",
         }
     }
 

@@ -20,6 +20,7 @@ pub mod provider_return;
 pub mod read;
 pub mod read_cache;
 pub mod record;
+pub mod resume;
 pub mod session;
 pub mod state;
 pub mod write;

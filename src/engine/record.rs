@@ -58,6 +58,9 @@ pub struct Writer {
     /// The name of the write log entry made before this write (none: an older writer's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
+    /// The SHA-256 of the saved plan whose apply wrote it (none: not a saved plan's apply).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 /// One stored record: the state item it holds, whose estate it is, and who last wrote it.

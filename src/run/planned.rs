@@ -24,6 +24,7 @@ use super::terraform::{self, PlanDir, Stdout};
 use super::{say, summary};
 use crate::engine::plan::{ChangeSet, Plan as Shown};
 use crate::engine::plan_stamp::{PlanMovedError, PlanRefused, PlanStamp};
+use crate::engine::resume::{self, Finished};
 use crate::frontdoor::http::Backend;
 use crate::frontdoor::provider::Recorder;
 use crate::telemetry::{self, ConflictKind};
@@ -100,13 +101,15 @@ async fn claim_and_apply(
         Checked::Refused(code) => return Ok(Step::Exit(code)),
     }
     let door = ctx.tf.door();
-    if let Some(door) = door {
-        door.record_returns(Some(Recorder::new(
+    let recorder = door.map(|door| {
+        let recorder = Recorder::new(
             attempt.backend().clone(),
             apply.plan,
             door.marking().cloned(),
-        )));
-    }
+        );
+        door.record_returns(Some(recorder.clone()));
+        recorder
+    });
     let applied = steps::apply_pinned_with(
         ctx,
         attempt,
@@ -118,6 +121,9 @@ async fn claim_and_apply(
     .await;
     if let Some(door) = door {
         door.record_returns(None);
+    }
+    for crash in recorder.iter().flat_map(|r| r.crashes()) {
+        say::provider_crashed(&crash);
     }
     Ok(match applied? {
         Applied::Ran(status) => Step::Ran(Box::new(Ran {
@@ -250,9 +256,26 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
     let mut budget = WaitBudget::new(ctx.wait);
     let mut args = vec!["apply".to_string()];
     args.extend(ctx.cmd.args.iter().cloned());
+    // Each record this apply writes names the plan, so a stopped apply can be resumed.
+    let read = ctx.session().with_plan(&stamp.plan_sha256);
+    read.refresh().await?;
+    if let Ok(done) = resume::finished(&stamp, &keys, &read.snapshot().await)
+        && !done.addresses.is_empty()
+    {
+        let approved = Approved {
+            plan: &shown,
+            stamp: &stamp,
+            done: &done,
+        };
+        return resume(ctx, split, approved, &mut budget).await;
+    }
+    let mut read = Some(read);
     loop {
         // The server starts only once the plan's changes are claimed and have not moved.
-        let mut attempt = Attempt::unserved(ctx.session());
+        let session = read
+            .take()
+            .unwrap_or_else(|| ctx.session().with_plan(&stamp.plan_sha256));
+        let mut attempt = Attempt::unserved(session);
         let apply = Apply {
             plan: &shown,
             set: &set,
@@ -273,7 +296,104 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
                 return Ok(code);
             }
             Step::Again => {}
-            Step::Moved(moved) => return Ok(refuse_plan(moved.into())),
+            Step::Moved(_) => {
+                // Records this plan's own earlier apply wrote are not moves: resume it; name any other.
+                let current = ended.0.session().snapshot().await;
+                return match resume::finished(&stamp, &keys, &current) {
+                    Ok(done) => {
+                        let approved = Approved {
+                            plan: &shown,
+                            stamp: &stamp,
+                            done: &done,
+                        };
+                        resume(ctx, split, approved, &mut budget).await
+                    }
+                    Err(moved) => Ok(refuse_plan(moved.into())),
+                };
+            }
+            Step::Ran(ran) => return finish(ctx, ended, ran).await,
+        }
+    }
+}
+
+/// A saved plan whose apply stopped: the plan, its stamp, and the changes that apply made.
+struct Approved<'a> {
+    plan: &'a Shown,
+    stamp: &'a PlanStamp,
+    done: &'a Finished,
+}
+
+/// Resume a stopped saved plan under its approval: plan the rest again with the plan's own variables, check it changes exactly what the approved plan has left, and apply it without asking.
+async fn resume(
+    ctx: &mut Ctx,
+    split: &ApplySplit,
+    approved: Approved<'_>,
+    budget: &mut WaitBudget,
+) -> Result<i32, RunError> {
+    say::resuming(&approved.done.addresses);
+    let dir = PlanDir::new()?;
+    let plan = dir.file("resume.tfplan");
+    let reconcile = Reconcile::for_saved_plan(split, approved.plan);
+    let mut env: Vec<(&str, &str)> = vec![("TF_IN_AUTOMATION", "1")];
+    env.extend(reconcile.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let mut plan_args = split.plan_args(&plan);
+    plan_args.push("-input=false".into());
+    let mut replans = 0;
+    loop {
+        let _ = std::fs::remove_file(&plan);
+        let mut attempt = Attempt::unserved(ctx.session().with_plan(&approved.stamp.plan_sha256));
+        let step = async {
+            let (shown, set) = match steps::plan(ctx, &mut attempt, &plan_args, &env, &plan).await?
+            {
+                Plan::Failed(status) => return Ok(Step::Exit(terraform::code(status))),
+                Plan::Made { plan, set } => (plan, set),
+            };
+            if let Err(refused) = resume::compare(approved.plan, approved.done, &shown) {
+                telemetry::metrics().conflicts(ConflictKind::PlanMoved, 1);
+                say::plan_refused(refused);
+                return Ok(Step::Exit(EXIT_PLAN_REFUSED));
+            }
+            if set.resources.is_empty() && set.outputs.is_empty() {
+                say::resumed_nothing_left();
+                return Ok(Step::Exit(0));
+            }
+            let Some(stamp) = steps::stamp(ctx, attempt.session(), &plan).await? else {
+                return Err(RunError::Unread);
+            };
+            let dir = ctx.cmd.dir();
+            let ephemeral = command::ephemeral_variables(&dir, &shown);
+            let args = split.apply_args(&ephemeral, &dir, &plan);
+            let keys = set.resource_keys(&ctx.layout);
+            let apply = Apply {
+                plan: &shown,
+                set: &set,
+                stamp: &stamp,
+                keys: &keys,
+                args: &args,
+                budget: &mut *budget,
+                stdout: Stdout::Inherit,
+                // Where the approved plan was stamped to list the markers of its creates.
+                bind: Bind::Refuse(&approved.stamp.marker_listings),
+            };
+            let reconcile = Reconcile::for_saved_plan(split, approved.plan);
+            claim_and_apply(ctx, &mut attempt, apply, reconcile).await
+        }
+        .await;
+        let ended = attempt.end().await;
+        match step? {
+            Step::Exit(code) => {
+                say::state_errors(&ended.1.errors);
+                return Ok(code);
+            }
+            Step::Again => {}
+            Step::Moved(moved) => {
+                replans += 1;
+                if replans > MAX_REPLANS {
+                    return Ok(refuse_plan(moved.into()));
+                }
+                let names: Vec<&str> = moved.moved.iter().map(|m| m.address.as_str()).collect();
+                say::replanning(&names);
+            }
             Step::Ran(ran) => return finish(ctx, ended, ran).await,
         }
     }

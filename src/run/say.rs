@@ -90,6 +90,20 @@ pub fn replanning(moved: &[&str]) {
     ));
 }
 
+/// A saved plan whose apply stopped is resumed: what that apply made.
+pub fn resuming(done: &BTreeSet<String>) {
+    line(format_args!(
+        "an earlier apply of this plan stopped after making {} of its changes ({}); planning the rest again to resume it under its approval",
+        done.len(),
+        list(done)
+    ));
+}
+
+/// A resumed saved plan has nothing left to apply.
+pub fn resumed_nothing_left() {
+    line("every change of this plan is applied; nothing is left to resume");
+}
+
 // Claims.
 
 /// This run's claims could not be released.
@@ -631,6 +645,18 @@ pub fn provider_door_off() {
     warning(
         "the provider door is off: a killed apply loses the record of whatever terraform created since its last save (terraform saves about every 20 s), and a killed run no longer stops the provider calls its terraform makes",
     );
+}
+
+/// A provider plugin died with an apply call in flight.
+pub fn provider_crashed(crash: &crate::frontdoor::provider::Crash) {
+    let call = match &crash.address {
+        Some(address) => format!("while its apply call for {address} was in flight"),
+        None => "while an apply call the door could not read was in flight".to_string(),
+    };
+    warning(format!(
+        "the provider plugin {} died ({}) {call}; every call that returned before has its record. That call never returned: if its create reached the cloud, the object carries its live markers and the next apply through `run` binds it instead of creating a second",
+        crash.provider, crash.how
+    ));
 }
 
 /// terraform died of a signal `run` did not send: what the summary below then means (`door`: the provider door was open).

@@ -373,9 +373,15 @@ pub struct Outage {
     pub refused: Arc<AtomicUsize>,
     down: tokio::sync::watch::Sender<Option<std::time::Instant>>,
     deny: Arc<std::sync::atomic::AtomicBool>,
+    stall: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Outage {
+    /// The store hangs from now until [`Outage::up`]: every request is read and never answered (its connection is closed when the store is up again).
+    pub fn stall(&self) {
+        self.stall.store(true, Ordering::SeqCst);
+    }
+
     /// The store is away from now for `window`.
     pub fn down_for(&self, window: std::time::Duration) {
         self.down
@@ -390,6 +396,7 @@ impl Outage {
     /// The store answers again (and takes the credentials again).
     pub fn up(&self) {
         self.deny.store(false, Ordering::SeqCst);
+        self.stall.store(false, Ordering::SeqCst);
         self.down.send_replace(None);
     }
 
@@ -416,7 +423,13 @@ pub async fn start_outage(upstream: String) -> Outage {
     let forwarded = Arc::new(AtomicUsize::new(0));
     let refused = Arc::new(AtomicUsize::new(0));
     let deny = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let (f, r, d) = (forwarded.clone(), refused.clone(), deny.clone());
+    let stall = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (f, r, d, st) = (
+        forwarded.clone(),
+        refused.clone(),
+        deny.clone(),
+        stall.clone(),
+    );
     tokio::spawn(async move {
         let mut listener = Some(listener);
         let mut watch = watch;
@@ -453,9 +466,9 @@ pub async fn start_outage(upstream: String) -> Outage {
             tokio::select! {
                 accepted = l.accept() => {
                     let Ok((sock, _)) = accepted else { return };
-                    let (upstream, watch, f, r, d) = (upstream.clone(), watch.clone(), f.clone(), r.clone(), d.clone());
+                    let (upstream, watch, f, r, d, st) = (upstream.clone(), watch.clone(), f.clone(), r.clone(), d.clone(), st.clone());
                     tokio::spawn(async move {
-                        let _ = serve_outage(sock, &upstream, watch, &f, &r, &d).await;
+                        let _ = serve_outage(sock, &upstream, watch, &f, &r, (&d, &st)).await;
                     });
                 }
                 changed = watch.changed() => if changed.is_err() { return },
@@ -468,6 +481,7 @@ pub async fn start_outage(upstream: String) -> Outage {
         refused,
         down,
         deny,
+        stall,
     }
 }
 
@@ -477,10 +491,21 @@ async fn serve_outage(
     watch: tokio::sync::watch::Receiver<Option<std::time::Instant>>,
     forwarded: &AtomicUsize,
     refused: &AtomicUsize,
-    deny: &std::sync::atomic::AtomicBool,
+    (deny, stall): (
+        &std::sync::atomic::AtomicBool,
+        &std::sync::atomic::AtomicBool,
+    ),
 ) -> std::io::Result<()> {
     let mut buf = Vec::new();
     while let Some(request) = read_request(&mut sock, &mut buf).await? {
+        if stall.load(Ordering::SeqCst) {
+            // A store that hangs: the request is never answered; its connection ends with the stall.
+            refused.fetch_add(1, Ordering::SeqCst);
+            while stall.load(Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            return Ok(());
+        }
         if deny.load(Ordering::SeqCst) {
             refused.fetch_add(1, Ordering::SeqCst);
             sock.write_all(&error_answer("403 Forbidden", "ExpiredToken"))

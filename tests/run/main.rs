@@ -2,11 +2,14 @@
 
 mod aws_door;
 mod door;
+mod door_crash;
 mod door_guard;
 mod door_markers;
 mod door_pairs;
 mod door_races;
 mod door_records;
+mod door_resume;
+mod door_store_away;
 mod migrate;
 mod own_provider;
 mod run_claims;

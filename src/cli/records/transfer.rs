@@ -114,6 +114,7 @@ fn digest_of(layout: &Layout, item: &Item) -> String {
             terraform_version: None,
             restored_from: None,
             log: None,
+            plan: None,
         },
     }
     .content_digest()

@@ -495,6 +495,7 @@ mod tests {
             terraform_version: terraform_version.map(String::from),
             restored_from: None,
             log: log.map(String::from),
+            plan: None,
         };
         let layout = Layout::new(EstateName::parse("e").unwrap());
         let split = state::parse(doc.as_bytes()).unwrap();

@@ -36,6 +36,8 @@ pub struct Session {
     pub(super) cache: Option<ReadCache>,
     /// The writer of this run's write log entries (its clock and figures).
     pub(super) log: LogWriter,
+    /// The SHA-256 of the saved plan this session applies, stamped on every record it writes.
+    pub(super) plan: Option<String>,
 }
 
 impl Session {
@@ -52,6 +54,7 @@ impl Session {
             guard_passed: OnceCell::new(),
             guard_failed: std::sync::Mutex::new(None),
             cache: None,
+            plan: None,
         }
     }
 
@@ -83,6 +86,12 @@ impl Session {
     /// The same session under the write log's figures `timing` (tests shorten them).
     pub fn with_timing(mut self, timing: Timing) -> Self {
         self.log = self.log.with_timing(timing);
+        self
+    }
+
+    /// The same session applying the saved plan whose SHA-256 is `plan`: each record it writes says so.
+    pub fn with_plan(mut self, plan: &str) -> Self {
+        self.plan = Some(plan.to_string());
         self
     }
 

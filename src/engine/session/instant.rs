@@ -198,6 +198,7 @@ impl Session {
                 terraform_version,
                 restored_from: None,
                 log: None,
+                plan: self.plan.clone(),
             },
         }
     }

@@ -101,6 +101,7 @@ impl Session {
             terraform_version: Some(split.terraform_version.clone()).filter(|v| !v.is_empty()),
             restored_from: None,
             log: None,
+            plan: self.plan.clone(),
         };
         let mut wanted: BTreeMap<String, Record> = BTreeMap::new();
         for item in split.items {

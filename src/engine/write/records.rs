@@ -85,6 +85,7 @@ fn build(
         terraform_version: None,
         restored_from: None,
         log: None,
+        plan: None,
     };
     match kind {
         Kind::Provider => {

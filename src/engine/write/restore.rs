@@ -47,6 +47,7 @@ pub async fn restore(
             terraform_version: old.writer.terraform_version.clone(),
             restored_from: Some(from.to_string()),
             log: None,
+            plan: None,
         },
     };
     let log = LogWriter::new(store.clone(), layout.clone(), &run.run_id);

@@ -195,8 +195,52 @@ pub struct Plugin {
 #[derive(Debug)]
 pub struct Upstream {
     address: ProviderAddress,
-    child: Child,
+    pid: Option<u32>,
     handshake: Handshake,
+    /// How the process ended on its own (a signal, or a failing status), once it did.
+    ended: tokio::sync::watch::Receiver<Option<String>>,
+    /// Dropped with the upstream: the watcher then kills the process.
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+/// How a plugin's exit reads, when it was not a clean one (a plugin asked to shut down exits 0).
+fn died(status: &std::process::ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(signal) = status.signal() {
+        let name = Signal::try_from(signal).map_or_else(|_| signal.to_string(), |s| s.to_string());
+        return Some(format!("killed by signal {signal} ({name})"));
+    }
+    match status.code() {
+        Some(0) | None => None,
+        Some(code) => Some(format!("exited with status {code}")),
+    }
+}
+
+/// Own `child` until it ends or `stop` fires (then kill it); tell `ended` how it died when it died on its own.
+fn watch(
+    mut child: Child,
+    address: ProviderAddress,
+    stop: tokio::sync::oneshot::Receiver<()>,
+    ended: tokio::sync::watch::Sender<Option<String>>,
+) {
+    tokio::spawn(async move {
+        let pid = child.id().unwrap_or(0);
+        tokio::select! {
+            status = child.wait() => {
+                let how = match &status {
+                    Ok(status) => died(status),
+                    Err(e) => Some(format!("could not be waited for: {e}")),
+                };
+                if let Some(how) = how.filter(|_| !cut(Mechanism::ProviderCrash)) {
+                    tracing::warn!(provider = %address, pid, "provider door: the provider plugin {address} (pid {pid}) died: {how}");
+                    ended.send_replace(Some(how));
+                }
+            }
+            _ = stop => {
+                let _ = child.kill().await;
+            }
+        }
+    });
 }
 
 type Tail = Arc<Mutex<VecDeque<String>>>;
@@ -312,11 +356,26 @@ impl Upstream {
             protocol = handshake.protocol,
             "provider door: started a provider plugin"
         );
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let (ended_tx, ended) = tokio::sync::watch::channel(None);
+        let pid = child.id();
+        watch(child, address.clone(), stopped, ended_tx);
         Ok(Upstream {
             address,
-            child,
+            pid,
             handshake,
+            ended,
+            _stop: stop,
         })
+    }
+
+    /// How the process died on its own, waiting up to `within` for it to be seen (none: it lives, or ended cleanly).
+    pub async fn died_within(&self, within: Duration) -> Option<String> {
+        let mut ended = self.ended.clone();
+        match tokio::time::timeout(within, ended.wait_for(Option::is_some)).await {
+            Ok(Ok(how)) => how.clone(),
+            _ => None,
+        }
     }
 
     /// The plugin protocol it speaks.
@@ -326,7 +385,7 @@ impl Upstream {
 
     /// Its process id, while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.id()
+        self.pid.filter(|_| self.ended.borrow().is_none())
     }
 
     /// Open one TLS and HTTP/2 connection to it; requests go through the returned sender.

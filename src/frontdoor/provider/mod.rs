@@ -24,4 +24,4 @@ pub mod schema_cache;
 pub mod wire;
 
 pub use door::{Door, DoorError};
-pub use recorder::Recorder;
+pub use recorder::{Crash, Recorder};

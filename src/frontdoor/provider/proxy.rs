@@ -347,9 +347,13 @@ async fn apply_recorded(
     let collected = match body.collect().await {
         Ok(collected) => collected,
         Err(e) => {
+            note_crash(conn, live, recorder, outgoing.as_ref()).await;
             return unavailable(&format!("provider door: the apply answer broke off: {e}"));
         }
     };
+    if grpc_field(None, &parts.headers, "grpc-status").is_some_and(|v| v.as_bytes() == b"14") {
+        note_crash(conn, live, recorder, outgoing.as_ref()).await;
+    }
     let trailers = collected.trailers().cloned();
     let mut answer = collected.to_bytes();
     let ok = grpc_field(trailers.as_ref(), &parts.headers, "grpc-status")
@@ -531,4 +535,19 @@ fn unavailable(message: &str) -> Response<Body> {
         headers.insert("grpc-message", v);
     }
     resp
+}
+
+/// How long an apply call that broke off waits to learn whether its plugin died.
+const DEATH_SEEN_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// An apply call broke off: when its plugin died, the recorder names the plugin and the call in flight.
+async fn note_crash(
+    conn: &Conn,
+    live: &Live,
+    recorder: &Recorder,
+    outgoing: Option<&super::recorder::Outgoing>,
+) {
+    if let Some(how) = live.upstream.died_within(DEATH_SEEN_WITHIN).await {
+        recorder.crashed(&conn.plugin.address, outgoing, how);
+    }
 }

@@ -47,6 +47,19 @@ pub struct Recorder {
     backend: Arc<Backend>,
     ledger: Ledger,
     marking: Option<Marking>,
+    /// Every plugin that died with an apply call of this apply in flight.
+    crashes: std::sync::Mutex<Vec<Crash>>,
+}
+
+/// A provider plugin that died while an apply call was in flight.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Crash {
+    /// The provider, e.g. `registry.terraform.io/hashicorp/aws`.
+    pub provider: String,
+    /// The instance whose call was in flight (none: the door could not read which).
+    pub address: Option<String>,
+    /// How the plugin died, e.g. `killed by signal 9 (SIGKILL)`.
+    pub how: String,
 }
 
 /// An apply call on its way to the provider: the change it is for, and whether the door marked it.
@@ -70,7 +83,28 @@ impl Recorder {
             backend,
             ledger: Ledger::from_plan(plan),
             marking,
+            crashes: std::sync::Mutex::default(),
         })
+    }
+
+    /// The plugin of `provider` died (`how`) while `outgoing` was in flight: its call never returned.
+    pub fn crashed(&self, provider: &ProviderAddress, outgoing: Option<&Outgoing>, how: String) {
+        let address = outgoing
+            .and_then(|o| o.call.as_ref())
+            .map(|c| c.planned.address.clone());
+        tracing::info!(provider = %provider, address = address.as_deref().unwrap_or("?"), "provider door: the provider plugin died ({how}) with an apply call in flight");
+        if let Ok(mut crashes) = self.crashes.lock() {
+            crashes.push(Crash {
+                provider: provider.to_string(),
+                address,
+                how,
+            });
+        }
+    }
+
+    /// Every plugin that died with an apply call in flight, in the order seen.
+    pub fn crashes(&self) -> Vec<Crash> {
+        self.crashes.lock().map(|c| c.clone()).unwrap_or_default()
     }
 
     /// How many of the plan's changes no provider call has returned for yet.

@@ -112,6 +112,12 @@ impl S3Store {
             .ok()
             .and_then(|v| v.parse::<u64>().ok())
             .map_or(DEFAULT_ATTEMPT_TIMEOUT, Duration::from_millis);
+        // Cut: a store that hangs holds each call until the whole deadline.
+        let attempt_timeout = if crate::cut::cut(crate::cut::Mechanism::StalledStore) {
+            policy().deadline
+        } else {
+            attempt_timeout
+        };
         let policy = policy();
         let mut builder = aws_sdk_s3::config::Builder::from(&shared)
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
