@@ -183,6 +183,14 @@ pub enum Mechanism {
     LiveRead,
     /// `run` refusing a `state push` without `-force` of a file not pulled from the state it serves.
     PushGuard,
+    /// The provider door answering a cone plan's resource reads outside the cone from their records (cut: every read goes to the provider).
+    ConeReads,
+    /// The cone holding the plan's changes, their dependents and dependencies (cut: only records past the maximum age).
+    ConeChanges,
+    /// The cone holding every record whose last refresh is older than `refresh_max_age` (cut: no record for its age).
+    ConeAge,
+    /// A `full` refresh sending every read to the provider (cut: a plan makes a cone whatever the mode).
+    FullRefresh,
 }
 
 impl Mechanism {
@@ -271,6 +279,10 @@ impl Mechanism {
         Mechanism::BindTainted,
         Mechanism::LiveRead,
         Mechanism::PushGuard,
+        Mechanism::ConeReads,
+        Mechanism::ConeChanges,
+        Mechanism::ConeAge,
+        Mechanism::FullRefresh,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -359,6 +371,10 @@ impl Mechanism {
             Mechanism::BindTainted => "bind-tainted",
             Mechanism::LiveRead => "live-read",
             Mechanism::PushGuard => "push-guard",
+            Mechanism::ConeReads => "cone-reads",
+            Mechanism::ConeChanges => "cone-changes",
+            Mechanism::ConeAge => "cone-age",
+            Mechanism::FullRefresh => "full-refresh",
         }
     }
 

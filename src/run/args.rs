@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use clap::Args;
 
+use crate::engine::cone::RefreshMode;
+
 /// How long `run` keeps trying to write the state terraform could not save, unless `--flush-timeout` says otherwise.
 pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often `run` proves it is alive while it holds claims, unless `--heartbeat` says otherwise.
@@ -21,6 +23,24 @@ pub enum DoorSwitch {
     On,
     /// As terraform starts them.
     Off,
+}
+
+/// `--refresh`: what a plan through `run` reads from the cloud.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RefreshSwitch {
+    /// Every resource, as terraform does alone.
+    Full,
+    /// Only the change cone: what the plan changes, what depends on it, what it reads, and every record older than `refresh_max_age`.
+    Cone,
+}
+
+impl From<RefreshSwitch> for RefreshMode {
+    fn from(s: RefreshSwitch) -> RefreshMode {
+        match s {
+            RefreshSwitch::Full => RefreshMode::Full,
+            RefreshSwitch::Cone => RefreshMode::Cone,
+        }
+    }
 }
 
 /// Run terraform or tofu with the state served from the estate's records.
@@ -56,6 +76,10 @@ pub struct RunArgs {
     /// `off`: let terraform start its providers itself, as without `run` (a killed apply then loses the records of what terraform created since its last save). The default is the root's live block `provider_door`, else on.
     #[arg(long, value_name = "on|off", value_enum)]
     pub provider_door: Option<DoorSwitch>,
+
+    /// `cone`: a plan refreshes only what it changes, what depends on it, what it reads, and every record not refreshed for `refresh_max_age` (live block, default 24h); every other resource is answered from its record, and its drift is not seen. `full` refreshes every resource. The default is the root's live block `refresh`, else full. Terraform's own -refresh=false and -refresh-only keep their meaning.
+    #[arg(long, value_name = "full|cone", value_enum, env = "CHOUDOUFU_REFRESH")]
+    pub refresh: Option<RefreshSwitch>,
 
     /// The command and its arguments, after `--`: e.g. `-- terraform apply -auto-approve`.
     #[arg(

@@ -1,6 +1,7 @@
 //! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations, the terraform shim.
 
 mod aws_door;
+mod cone;
 mod door;
 mod door_guard;
 mod door_markers;

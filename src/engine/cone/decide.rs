@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use crate::cut::{Mechanism, cut};
 use crate::engine::address::{names, resource_of};
 use crate::engine::plan::{Mode, Plan};
 
@@ -30,16 +31,41 @@ fn object_address(address: &str, deposed: Option<&str>) -> String {
     }
 }
 
-/// Whether a resource in `resources` (resource addresses, sorted) is named by the dependency `dep` (a resource, or a `module.NAME` call).
-fn names_any(dep: &str, resources: &BTreeSet<String>) -> bool {
-    if resources.contains(dep) {
-        return true;
+/// Whether the dependency target `target` (an instance, a resource or a `module.NAME` call) names the object `object`.
+fn target_names(target: &str, object: &str) -> bool {
+    let instance = object.split(" (deposed ").next().unwrap_or(object);
+    instance == target || names(target, object)
+}
+
+/// The objects and resources of the cone so far, as dependency targets meet them.
+#[derive(Default)]
+struct Named {
+    /// Objects and resources, by address.
+    exact: BTreeSet<String>,
+    /// The resources they belong to, and every module call around them (`module.m`).
+    around: BTreeSet<String>,
+}
+
+impl Named {
+    /// Add an object (`aws_x.y[0]`) or a whole resource (`aws_x.y`).
+    fn add(&mut self, address: &str) {
+        let instance = address.split(" (deposed ").next().unwrap_or(address);
+        self.exact.insert(instance.to_string());
+        let resource = resource_of(instance);
+        let mut prefix = String::new();
+        for part in resource.split('.') {
+            if !prefix.is_empty() {
+                prefix.push('.');
+            }
+            prefix.push_str(part);
+            self.around.insert(prefix.clone());
+        }
     }
-    let prefix = format!("{dep}.");
-    resources
-        .range(prefix.clone()..)
-        .next()
-        .is_some_and(|r| r.starts_with(&prefix))
+
+    /// Whether `target` names something added: that object, or a resource or module call holding one.
+    fn names(&self, target: &str) -> bool {
+        self.exact.contains(target) || self.around.contains(target)
+    }
 }
 
 impl Cone {
@@ -55,46 +81,57 @@ impl Cone {
                 }
             });
         }
-        // The resources whose plan is not a no-op.
-        let mut resources: BTreeSet<String> = plan
+        // The objects whose plan is not a no-op.
+        let changed: BTreeSet<String> = plan
             .resource_changes
             .iter()
             .filter(|c| c.mode == Mode::Managed && c.operation().is_some())
-            .map(|c| resource_of(&c.address))
+            .filter(|_| !cut(Mechanism::ConeChanges))
+            .map(|c| c.full_address())
             .collect();
-        // Each resource's dependencies: its configuration's, and its instances' in the state.
-        let mut deps = plan.resource_dependencies();
-        for (address, on) in plan.state_dependencies() {
-            deps.entry(resource_of(&address)).or_default().extend(on);
+        // What each resource's configuration depends on: instances by key, else resources.
+        let targets = plan.reference_targets();
+        let mut named = Named::default();
+        for object in &changed {
+            named.add(object);
         }
         // Their dependents, to a fixed point: a changed value flows down every reference.
+        let mut dependents: BTreeSet<&str> = BTreeSet::new();
         loop {
-            let more: Vec<String> = deps
+            let more: Vec<&str> = targets
                 .iter()
                 .filter(|(r, on)| {
-                    !resources.contains(*r) && on.iter().any(|d| names_any(d, &resources))
+                    !dependents.contains(r.as_str()) && on.iter().any(|t| named.names(t))
                 })
-                .map(|(r, _)| r.clone())
+                .map(|(r, _)| r.as_str())
                 .collect();
             if more.is_empty() {
                 break;
             }
-            resources.extend(more);
+            for r in more {
+                named.add(r);
+                dependents.insert(r);
+            }
         }
-        // The dependencies each of them reads.
-        let read: BTreeSet<String> = resources
+        // The dependencies each of them reads: the changed objects' resources' and the dependents'.
+        let read: BTreeSet<&String> = changed
             .iter()
-            .filter_map(|r| deps.get(r))
+            .map(|o| resource_of(o))
+            .collect::<BTreeSet<String>>()
+            .iter()
+            .filter_map(|r| targets.get(r))
+            .chain(dependents.iter().filter_map(|r| targets.get(*r)))
             .flatten()
-            .cloned()
             .collect();
         let mut cone = Cone::default();
         let max_age = i64::try_from(max_age.as_secs()).unwrap_or(i64::MAX);
         for object in objects {
             let resource = resource_of(&object);
-            let changed =
-                resources.contains(&resource) || read.iter().any(|d| names(d, &object));
+            let changed = changed.contains(&object)
+                || dependents.contains(resource.as_str())
+                || read.iter().any(|t| target_names(t, &object));
             let stale = !changed
+                && !cut(Mechanism::ConeAge)
                 && last
                     .get(&object)
                     .is_none_or(|t| now.saturating_sub(*t) > max_age);
@@ -205,13 +242,64 @@ mod tests {
         assert!(Cone::of(&plan(&[]), &last, now, DAY).inside.is_empty());
     }
 
+    /// p[0..3] of one resource, and d reading p[0] by its key.
+    fn counted(changed: &[&str]) -> Plan {
+        let addresses = ["aws_ssm_parameter.p[0]", "aws_ssm_parameter.p[1]", "aws_ssm_parameter.p[2]", "aws_ssm_parameter.d"];
+        let changes: Vec<serde_json::Value> = addresses
+            .iter()
+            .map(|a| {
+                let actions = if changed.contains(a) { json!(["update"]) } else { json!(["no-op"]) };
+                json!({"address": a, "mode": "managed", "type": "aws_ssm_parameter", "change": {"actions": actions}})
+            })
+            .collect();
+        let prior: Vec<serde_json::Value> = addresses
+            .iter()
+            .map(|a| json!({"address": a, "mode": "managed", "type": "aws_ssm_parameter", "values": {},
+                            "depends_on": if a.ends_with(".d") { json!(["aws_ssm_parameter.p"]) } else { json!([]) }}))
+            .collect();
+        Plan::from_value(json!({
+            "resource_changes": changes,
+            "prior_state": {"values": {"root_module": {"resources": prior}}},
+            "configuration": {"root_module": {"resources": [
+                {"address": "aws_ssm_parameter.p", "expressions": {"value": {"references": ["var.values"]}}},
+                {"address": "aws_ssm_parameter.d", "expressions": {"value": {"references":
+                    ["aws_ssm_parameter.p[0].insecure_value", "aws_ssm_parameter.p[0]", "aws_ssm_parameter.p"]}}}
+            ]}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn instances_of_one_resource_stand_apart() {
+        let now = 1_000_000;
+        let last: LastRefresh = ["p[0]", "p[1]", "p[2]", "d"]
+            .iter()
+            .map(|n| (format!("aws_ssm_parameter.{n}"), now))
+            .collect();
+        // p[1] changes: no other instance of p, and d reads only p[0].
+        let cone = Cone::of(&counted(&["aws_ssm_parameter.p[1]"]), &last, now, DAY);
+        assert_eq!(cone.inside, ["aws_ssm_parameter.p[1]".to_string()].into());
+        // p[0] changes: d reads it by key, so d follows.
+        let cone = Cone::of(&counted(&["aws_ssm_parameter.p[0]"]), &last, now, DAY);
+        assert_eq!(cone.inside, set(&["d", "p[0]"]));
+        // d changes: it reads p[0], not its siblings.
+        let cone = Cone::of(&counted(&["aws_ssm_parameter.d"]), &last, now, DAY);
+        assert_eq!(cone.inside, set(&["d", "p[0]"]));
+    }
+
     #[test]
     fn module_calls_and_instances_name_what_they_hold() {
-        let resources: BTreeSet<String> = ["module.m.aws_x.y".to_string()].into();
-        assert!(names_any("module.m", &resources));
-        assert!(names_any("module.m.aws_x.y", &resources));
-        assert!(!names_any("module.mm", &resources));
-        assert!(!names_any("aws_x.y", &resources));
+        let mut named = Named::default();
+        named.add("module.m.aws_x.y[0]");
+        assert!(named.names("module.m"));
+        assert!(named.names("module.m.aws_x.y"));
+        assert!(named.names("module.m.aws_x.y[0]"));
+        assert!(!named.names("module.m.aws_x.y[1]"));
+        assert!(!named.names("module.mm"));
+        assert!(!named.names("aws_x.y"));
+        assert!(target_names("aws_x.y[0]", "aws_x.y[0] (deposed 0a)"));
+        assert!(target_names("aws_x.y", "aws_x.y[1]"));
+        assert!(!target_names("aws_x.y[0]", "aws_x.y[1]"));
         assert_eq!(
             object_address("aws_x.y[0]", Some("0a1b")),
             "aws_x.y[0] (deposed 0a1b)"

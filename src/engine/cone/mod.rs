@@ -7,10 +7,12 @@
 //! read outside the cone is answered from its record ([`ReadAnswers`]). Every decision here
 //! is pure: the run and the door do the I/O.
 
+mod age;
 mod decide;
 mod mode;
 mod reads;
 
+pub use age::last_refresh;
 pub use decide::{Cone, LastRefresh};
 pub use mode::{DEFAULT_MAX_AGE, RefreshMode, RefreshModeError};
 pub use reads::{Read, ReadAnswers};
