@@ -201,7 +201,12 @@ impl Terraform {
             what: format!("cannot read the plan {}", plan.display()),
             source,
         })?;
-        let out = Command::new(&self.program)
+        let mut cmd = Command::new(&self.program);
+        // Through an open door, the providers' schemas come from its kept answers: no plugin starts.
+        if let Some(door) = self.door() {
+            cmd.envs(door.env());
+        }
+        let out = cmd
             .args(self.global.iter().filter(|a| a.contains("chdir=")))
             .args(["show", "-json"])
             .arg(&abs)
