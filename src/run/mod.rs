@@ -102,7 +102,11 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
     if !door && matches!(cmd.sub(), Some("apply" | "destroy")) {
         say::provider_door_off();
     }
-    let refresh = args.refresh.map_or(config.refresh, Into::into);
+    let refresh = args::refresh_mode(
+        args.refresh,
+        std::env::var(args::REFRESH_ENV).ok(),
+        config.refresh,
+    )?;
     let mut ctx = Ctx {
         tf: Terraform {
             program: program.clone(),

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use common::latency_proxy::{self, Call};
 use common::tf::{Records, Root, text, turn};
-use serde_json::Value;
 
 const MIRROR: &str = "/opt/tf-plugins";
 const GET: &str = "AmazonSSM.GetParameter";
@@ -77,7 +76,8 @@ fn drift(rt: &tokio::runtime::Runtime, name: &str, value: &str) {
 /// Whether terraform's plan output `said` plans `was -> now` for insecure_value.
 fn plans(said: &str, was: &str, now: &str) -> bool {
     said.lines().any(|l| {
-        l.trim_start().starts_with("~ insecure_value") && l.contains(&format!("\"{was}\" -> \"{now}\""))
+        l.trim_start().starts_with("~ insecure_value")
+            && l.contains(&format!("\"{was}\" -> \"{now}\""))
     })
 }
 
@@ -115,7 +115,12 @@ fn a_cone_plan_reads_its_cone_plans_a_change_against_the_cloud_and_ages_records_
     counted.take();
     let cone = root.run_with(
         &["--refresh=cone"],
-        &strs(&args(&["plan", "-input=false", "-out=cone.tfplan"], &at, &prefix, &second)),
+        &strs(&args(
+            &["plan", "-input=false", "-out=cone.tfplan"],
+            &at,
+            &prefix,
+            &second,
+        )),
     );
     let cone_calls = counted.take();
     let (said, err) = (text(&cone.stdout), text(&cone.stderr));
@@ -135,7 +140,12 @@ fn a_cone_plan_reads_its_cone_plans_a_change_against_the_cloud_and_ages_records_
         "the saved cone plan has no stamp: {err}"
     );
     // A full plan sees every drift: p[3]'s too.
-    let full = root.run(&strs(&args(&["plan", "-input=false"], &at, &prefix, &second)));
+    let full = root.run(&strs(&args(
+        &["plan", "-input=false"],
+        &at,
+        &prefix,
+        &second,
+    )));
     let full_calls = counted.take();
     let said = text(&full.stdout);
     assert!(full.status.success(), "{}", text(&full.stderr));
@@ -163,6 +173,10 @@ fn a_cone_plan_reads_its_cone_plans_a_change_against_the_cloud_and_ages_records_
     );
     let said = text(&aged.stdout);
     assert!(aged.status.success(), "{}", text(&aged.stderr));
-    assert!(plans(&said, "drift3", "a3"), "{said}\n{}", text(&aged.stderr));
+    assert!(
+        plans(&said, "drift3", "a3"),
+        "{said}\n{}",
+        text(&aged.stderr)
+    );
     eprintln!("cone test: {:?}", started.elapsed());
 }

@@ -43,10 +43,7 @@ pub fn last_refresh(snapshot: &Snapshot) -> LastRefresh {
             Some(bytes) => serde_json::from_slice::<Stamped>(bytes)
                 .ok()
                 .and_then(|s| unix(&s.writer.written_at)),
-            None => entry
-                .record()
-                .ok()
-                .and_then(|r| unix(&r.writer.written_at)),
+            None => entry.record().ok().and_then(|r| unix(&r.writer.written_at)),
         };
         if let Some(at) = at {
             out.insert(entry.address().to_string(), at);

@@ -168,12 +168,18 @@ mod tests {
         let changes: Vec<serde_json::Value> = ["a", "b", "c", "d"]
             .iter()
             .map(|n| {
-                let actions = if changed.contains(n) { json!(["update"]) } else { json!(["no-op"]) };
+                let actions = if changed.contains(n) {
+                    json!(["update"])
+                } else {
+                    json!(["no-op"])
+                };
                 json!({"address": format!("aws_ssm_parameter.{n}"), "mode": "managed",
                        "type": "aws_ssm_parameter", "change": {"actions": actions}})
             })
-            .chain([json!({"address": "data.aws_region.r", "mode": "data", "type": "aws_region",
-                            "change": {"actions": ["read"]}})])
+            .chain([
+                json!({"address": "data.aws_region.r", "mode": "data", "type": "aws_region",
+                            "change": {"actions": ["read"]}}),
+            ])
             .collect();
         let refs = |r: &str| json!({"value": {"references": [format!("{r}.value"), r]}});
         Plan::from_value(json!({
@@ -200,7 +206,10 @@ mod tests {
     }
 
     fn set(names: &[&str]) -> BTreeSet<String> {
-        names.iter().map(|n| format!("aws_ssm_parameter.{n}")).collect()
+        names
+            .iter()
+            .map(|n| format!("aws_ssm_parameter.{n}"))
+            .collect()
     }
 
     #[test]
@@ -244,7 +253,12 @@ mod tests {
 
     /// p[0..3] of one resource, and d reading p[0] by its key.
     fn counted(changed: &[&str]) -> Plan {
-        let addresses = ["aws_ssm_parameter.p[0]", "aws_ssm_parameter.p[1]", "aws_ssm_parameter.p[2]", "aws_ssm_parameter.d"];
+        let addresses = [
+            "aws_ssm_parameter.p[0]",
+            "aws_ssm_parameter.p[1]",
+            "aws_ssm_parameter.p[2]",
+            "aws_ssm_parameter.d",
+        ];
         let changes: Vec<serde_json::Value> = addresses
             .iter()
             .map(|a| {

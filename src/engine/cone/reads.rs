@@ -95,22 +95,28 @@ mod tests {
             json!({"address": format!("terraform_data.{name}"), "mode": "managed",
                    "type": "terraform_data", "values": {"input": "same"}})
         };
-        Plan::from_value(json!({"prior_state": {"values": {"root_module": {"resources": [
-            p("a", "1"), p("b", "2"), twin("in"), twin("out"),
-            {"address": "aws_ssm_parameter.a", "mode": "managed", "type": "aws_ssm_parameter",
-             "deposed_key": "00aa", "values": {"name": "a", "value": "0"}},
-            {"address": "data.aws_ssm_parameter.a", "mode": "data", "type": "aws_ssm_parameter",
-             "values": {"name": "a", "value": "1"}}
-        ]}}}}))
+        Plan::from_value(
+            json!({"prior_state": {"values": {"root_module": {"resources": [
+                p("a", "1"), p("b", "2"), twin("in"), twin("out"),
+                {"address": "aws_ssm_parameter.a", "mode": "managed", "type": "aws_ssm_parameter",
+                 "deposed_key": "00aa", "values": {"name": "a", "value": "0"}},
+                {"address": "data.aws_ssm_parameter.a", "mode": "data", "type": "aws_ssm_parameter",
+                 "values": {"name": "a", "value": "1"}}
+            ]}}}}),
+        )
         .unwrap()
     }
 
     #[test]
     fn a_read_is_known_by_its_type_and_state() {
         let cone = Cone {
-            inside: ["aws_ssm_parameter.b", "terraform_data.in", "aws_ssm_parameter.a (deposed 00aa)"]
-                .map(String::from)
-                .into(),
+            inside: [
+                "aws_ssm_parameter.b",
+                "terraform_data.in",
+                "aws_ssm_parameter.a (deposed 00aa)",
+            ]
+            .map(String::from)
+            .into(),
             outside: ["aws_ssm_parameter.a", "terraform_data.out"]
                 .map(String::from)
                 .into(),

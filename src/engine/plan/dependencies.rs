@@ -96,7 +96,11 @@ fn list_targets(prefix: &str, refs: &[Value], out: &mut BTreeSet<String>) {
 }
 
 /// Each configured resource's dependencies as precisely as its configuration names them, by absolute resource address.
-fn config_targets(module: &ConfigModule, prefix: &str, out: &mut BTreeMap<String, BTreeSet<String>>) {
+fn config_targets(
+    module: &ConfigModule,
+    prefix: &str,
+    out: &mut BTreeMap<String, BTreeSet<String>>,
+) {
     for r in &module.resources {
         let Some(address) = &r.address else {
             continue;
@@ -192,8 +196,12 @@ mod tests {
         assert_eq!(referenced_instance("", "module.m[0].out"), None);
         assert_eq!(referenced_instance("", "var.v"), None);
         let mut out = BTreeSet::new();
-        let refs = serde_json::json!(["aws_x.y[0].id", "aws_x.y[0]", "aws_x.y", "aws_z.w", "var.v"]);
+        let refs =
+            serde_json::json!(["aws_x.y[0].id", "aws_x.y[0]", "aws_x.y", "aws_z.w", "var.v"]);
         list_targets("", refs.as_array().unwrap(), &mut out);
-        assert_eq!(out, ["aws_x.y[0]".to_string(), "aws_z.w".to_string()].into());
+        assert_eq!(
+            out,
+            ["aws_x.y[0]".to_string(), "aws_z.w".to_string()].into()
+        );
     }
 }

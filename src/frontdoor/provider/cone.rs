@@ -73,7 +73,7 @@ impl ConeReads {
 
     /// The answer to the read `request` (unframed) from its record, or none when it goes to the provider.
     pub fn answer(&self, request: &[u8]) -> Option<Vec<u8>> {
-        let answered = self.from_record(request);
+        let answered = self.answer_from_record(request);
         match &answered {
             Some(_) => self.from_records.fetch_add(1, Ordering::Relaxed),
             None => self.to_provider.fetch_add(1, Ordering::Relaxed),
@@ -81,7 +81,7 @@ impl ConeReads {
         answered
     }
 
-    fn from_record(&self, request: &[u8]) -> Option<Vec<u8>> {
+    fn answer_from_record(&self, request: &[u8]) -> Option<Vec<u8>> {
         let type_name = field(request, REQ_TYPE_NAME)?;
         let type_name = std::str::from_utf8(&type_name).ok()?;
         let state = field(request, REQ_CURRENT_STATE)?;
@@ -202,7 +202,11 @@ mod tests {
         );
         // An identity, when the call carries one, is answered back.
         let mut with_identity = request("a");
-        encode_key(REQ_CURRENT_IDENTITY, WireType::LengthDelimited, &mut with_identity);
+        encode_key(
+            REQ_CURRENT_IDENTITY,
+            WireType::LengthDelimited,
+            &mut with_identity,
+        );
         encode_varint(2, &mut with_identity);
         with_identity.extend_from_slice(b"id");
         let answered = reads.answer(&with_identity).unwrap();
