@@ -23,6 +23,7 @@
 //! `CHOUDOUFU_BENCH_C1_LOOPS` sets the calls per timing (10; 1 under a profiler, e.g.
 //! `taskset -c 0 valgrind --tool=callgrind --toggle-collect='*c1_ours*'` on the test binary).
 
+mod cone;
 mod door;
 mod rss;
 
@@ -1414,7 +1415,8 @@ async fn bench() {
     match std::env::var("CHOUDOUFU_BENCH_ONLY").as_deref() {
         Err(_) => {}
         Ok("C1") => return c1_alone().await,
-        Ok(other) => panic!("CHOUDOUFU_BENCH_ONLY={other}: only C1 runs alone"),
+        Ok("B6") => return cone::b6_alone().await,
+        Ok(other) => panic!("CHOUDOUFU_BENCH_ONLY={other}: only C1 and B6 run alone"),
     }
     let started = Instant::now();
     let mut rows = vec![];
@@ -1463,6 +1465,10 @@ async fn bench() {
     drop(roots);
     b5(&mut rows).await;
     lap("B5");
+    for n in [size(1000), size(5000)] {
+        cone::b6(&mut rows, n).await;
+        lap(&format!("B6/{n}"));
+    }
     rows.sort_by_key(|r| row_order(r["id"].as_str().unwrap_or("")));
     let results = json!({
         "machine": machine(),
@@ -1481,7 +1487,7 @@ async fn bench() {
 
 /// Where the rows go in the table: by their family, in this order (stable within one).
 fn row_order(id: &str) -> usize {
-    ["C1", "B1", "B2", "B3", "B4", "B5", "B7", "B8"]
+    ["C1", "B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8"]
         .iter()
         .position(|p| id.starts_with(p))
         .unwrap_or(99)
