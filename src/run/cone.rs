@@ -6,6 +6,7 @@
 //! own; only the reads outside the cone are answered by the door. After it, one line tells how
 //! many resources were not refreshed.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::process::ExitStatus;
 use std::sync::Arc;
@@ -40,8 +41,8 @@ pub async fn terraform(
     let dir = PlanDir::new()?;
     let first = dir.file("cone.tfplan");
     let first_args = command::cone_plan_args(args, &first).unwrap_or_default();
-    let reads = match cone_of(ctx, attempt, &first_args, env, &first).await? {
-        Some(reads) => reads,
+    let (reads, old) = match cone_of(ctx, attempt, &first_args, env, &first).await? {
+        Some(got) => got,
         None => {
             let server = attempt.serve(ctx).await?;
             return ctx.terraform(args, server, env).await;
@@ -64,18 +65,21 @@ pub async fn terraform(
     );
     if matches!(status.code(), Some(0 | 2)) {
         not_refreshed(reads.from_records());
+        // An apply's save then rewrites each old record the plan refreshed, so it carries the refresh's time.
+        let refreshed: BTreeSet<String> = reads.refreshed().intersection(&old).cloned().collect();
+        attempt.session().note_refreshed(refreshed).await;
     }
     Ok(status)
 }
 
-/// Plan without a refresh (`first_args`, to `file`) and read its cone; none when that plan could not be made or read (the real plan then refreshes everything).
+/// Plan without a refresh (`first_args`, to `file`) and read its cone, with the records last refreshed more than half the maximum age ago; none when that plan could not be made or read (the real plan then refreshes everything).
 async fn cone_of(
     ctx: &Ctx,
     attempt: &mut Attempt,
     first_args: &[String],
     env: &[(&str, &str)],
     file: &std::path::Path,
-) -> Result<Option<Arc<ConeReads>>, RunError> {
+) -> Result<Option<(Arc<ConeReads>, BTreeSet<String>)>, RunError> {
     let server = attempt.serve(ctx).await?;
     let status = ctx
         .tf
@@ -94,7 +98,15 @@ async fn cone_of(
     };
     let last = last_refresh(&attempt.session().snapshot().await);
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
-    let cone = Cone::of(&shown, &last, now, ctx.config.refresh_max_age);
+    let max_age = ctx.config.refresh_max_age;
+    let cone = Cone::of(&shown, &last, now, max_age);
+    let half = i64::try_from(max_age.as_secs() / 2).unwrap_or(i64::MAX);
+    let old: BTreeSet<String> = cone
+        .inside
+        .iter()
+        .filter(|a| last.get(*a).is_none_or(|t| now.saturating_sub(*t) > half))
+        .cloned()
+        .collect();
     tracing::info!(
         inside = cone.inside.len(),
         outside = cone.outside.len(),
@@ -102,9 +114,10 @@ async fn cone_of(
         stale = cone.stale,
         "cone plan: the cone"
     );
-    Ok(Some(Arc::new(ConeReads::new(ReadAnswers::new(
-        &shown, &cone,
-    )))))
+    Ok(Some((
+        Arc::new(ConeReads::new(ReadAnswers::new(&shown, &cone))),
+        old,
+    )))
 }
 
 /// Tell the user how many resources the plan did not refresh, in one line on stderr.

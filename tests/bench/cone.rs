@@ -32,7 +32,13 @@ fn seed_parameters(prefix: &str, n: usize) {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
     let script = "import sys, boto3\nssm = boto3.client('ssm', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\nfor i in range(int(sys.argv[3])):\n    ssm.put_parameter(Name=f'/{sys.argv[2]}/p{i}', Value='v', Type='String')\n";
     let out = Command::new(python)
-        .args(["-c", script, &testkit::s3_endpoint(), prefix, &n.to_string()])
+        .args([
+            "-c",
+            script,
+            &testkit::s3_endpoint(),
+            prefix,
+            &n.to_string(),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "seeding SSM: {}", text(&out.stderr));
@@ -148,7 +154,11 @@ pub async fn b6(rows: &mut Vec<Value>, n: usize) {
         "first=changed".to_string(),
     ];
     let plan = |out: &str| {
-        let mut a = vec!["plan".to_string(), "-input=false".into(), format!("-out={out}")];
+        let mut a = vec![
+            "plan".to_string(),
+            "-input=false".into(),
+            format!("-out={out}"),
+        ];
         for v in &vars {
             a.push("-var".into());
             a.push(v.clone());
@@ -164,7 +174,11 @@ pub async fn b6(rows: &mut Vec<Value>, n: usize) {
     let out = live.run_with(&["--refresh=cone"], &crate::args(&plan("cone.tfplan")));
     let cone_s = t.elapsed().as_secs_f64();
     let cone_reads = reads(&proxy.take());
-    assert!(out.status.success(), "run --refresh=cone: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "run --refresh=cone: {}",
+        text(&out.stderr)
+    );
     let told = text(&out.stderr)
         .lines()
         .find(|l| l.contains("not refreshed (cone)"))

@@ -30,9 +30,10 @@ fn unix(text: &str) -> Option<i64> {
 
 /// The last refresh of every resource record of `snapshot` whose time can be read, by instance address.
 ///
-/// A record is written when a provider's answer changed it: an apply's return, or a refresh
-/// that found the object moved. A record whose time cannot be read is left out, and a cone
-/// refreshes it.
+/// A record is written when a provider's answer changed it (an apply's return, or a refresh
+/// that found the object moved), and, unchanged, when a cone plan's apply refreshed it
+/// ([`crate::engine::session::Session::note_refreshed`]). A record whose time cannot be read
+/// is left out, and a cone refreshes it.
 pub fn last_refresh(snapshot: &Snapshot) -> LastRefresh {
     let mut out = LastRefresh::new();
     for entry in snapshot.records.values() {
