@@ -320,3 +320,34 @@ fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError
     };
     StoreSettings::from_source(kind, &source).map_err(placed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(block: &str) -> Result<LiveConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(LIVE_FILE), block).unwrap();
+        LiveConfig::load(dir.path())
+    }
+
+    #[test]
+    fn refresh_and_its_maximum_age() {
+        let c = load("live {\n  estate = \"e\"\n}\n").unwrap();
+        assert_eq!(
+            (c.refresh, c.refresh_max_age),
+            (RefreshMode::Full, DEFAULT_MAX_AGE)
+        );
+        let c =
+            load("live {\n  estate = \"e\"\n  refresh = \"cone\"\n  refresh_max_age = \"2h\"\n}\n")
+                .unwrap();
+        assert_eq!(
+            (c.refresh, c.refresh_max_age),
+            (RefreshMode::Cone, Duration::from_secs(7200))
+        );
+        let e = load("live {\n  estate = \"e\"\n  refresh = \"some\"\n}\n").unwrap_err();
+        assert!(e.to_string().contains("\"some\" is not one of"), "{e}");
+        let e = load("live {\n  estate = \"e\"\n  refresh_max_age = \"soon\"\n}\n").unwrap_err();
+        assert!(e.to_string().contains("refresh_max_age \"soon\""), "{e}");
+    }
+}
