@@ -2,6 +2,7 @@
 
 mod aws_door;
 mod cone;
+mod cone_saved;
 mod door;
 mod door_guard;
 mod door_markers;
