@@ -59,7 +59,11 @@ fn state(prefix: &str, n: usize) -> Value {
                     "tags_all": {}, "tier": "Standard", "type": "String", "value": null, "value_wo": null,
                     "value_wo_version": null, "version": 1
                 },
-                "sensitive_attributes": []
+                "sensitive_attributes": [
+                    [{"type": "get_attr", "value": "value_wo"}],
+                    [{"type": "get_attr", "value": "value"}]
+                ],
+                "private": "bnVsbA=="
             })
         })
         .collect();
@@ -179,6 +183,9 @@ pub async fn b6(rows: &mut Vec<Value>, n: usize) {
         "run --refresh=cone: {}",
         text(&out.stderr)
     );
+    for l in text(&out.stderr).lines().filter(|l| l.contains("cone plan:")) {
+        eprintln!("bench: B6/{n}: {l}");
+    }
     let told = text(&out.stderr)
         .lines()
         .find(|l| l.contains("not refreshed (cone)"))
