@@ -183,7 +183,10 @@ pub async fn b6(rows: &mut Vec<Value>, n: usize) {
         "run --refresh=cone: {}",
         text(&out.stderr)
     );
-    for l in text(&out.stderr).lines().filter(|l| l.contains("cone plan:")) {
+    for l in text(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("cone plan:"))
+    {
         eprintln!("bench: B6/{n}: {l}");
     }
     let told = text(&out.stderr)
