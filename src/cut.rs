@@ -189,6 +189,14 @@ pub enum Mechanism {
     ProviderCrash,
     /// A record store that hangs given up on each attempt's timeout like one that refuses, so a record write at a provider's return holds terraform no longer than the store's policy (cut: each attempt waits out the whole deadline).
     StalledStore,
+    /// The provider door answering a cone plan's resource reads outside the cone from their records (cut: every read goes to the provider).
+    ConeReads,
+    /// The cone holding the plan's changes, their dependents and dependencies (cut: only records past the maximum age).
+    ConeChanges,
+    /// The cone holding every record whose last refresh is older than `refresh_max_age` (cut: no record for its age).
+    ConeAge,
+    /// A `full` refresh sending every read to the provider (cut: a plan makes a cone whatever the mode).
+    FullRefresh,
 }
 
 impl Mechanism {
@@ -280,6 +288,10 @@ impl Mechanism {
         Mechanism::Resume,
         Mechanism::ProviderCrash,
         Mechanism::StalledStore,
+        Mechanism::ConeReads,
+        Mechanism::ConeChanges,
+        Mechanism::ConeAge,
+        Mechanism::FullRefresh,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -371,6 +383,10 @@ impl Mechanism {
             Mechanism::Resume => "resume",
             Mechanism::ProviderCrash => "provider-crash",
             Mechanism::StalledStore => "stalled-store",
+            Mechanism::ConeReads => "cone-reads",
+            Mechanism::ConeChanges => "cone-changes",
+            Mechanism::ConeAge => "cone-age",
+            Mechanism::FullRefresh => "full-refresh",
         }
     }
 

@@ -1,12 +1,14 @@
 //! The root's `live` block: in `terraform {}` of a `.tf` file (choudoufu), or at the top of `live.hcl`.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use hcl::edit::Span;
 use hcl::edit::structure::{Block, BlockLabel, Body};
 
 use super::error::ConfigError;
 use super::files::{Ctx, at, parse_file, read, tf_files};
+use crate::engine::cone::{DEFAULT_MAX_AGE, RefreshMode};
 use crate::engine::layout::EstateName;
 use crate::store::settings::{SettingError, SettingsSource, StoreKind};
 use crate::store::{StoreSettings, local::LocalSettings};
@@ -29,6 +31,10 @@ pub struct LiveConfig {
     pub provider_door: bool,
     /// `markers`: whether the provider door puts the live markers into each create and binds what they find (default true).
     pub live_markers: bool,
+    /// `refresh`: how a plan through `run` refreshes, `"full"` (the default) or `"cone"`.
+    pub refresh: RefreshMode,
+    /// `refresh_max_age`: how long a record may go unrefreshed before a cone plan refreshes it anyway (default 24h).
+    pub refresh_max_age: Duration,
 }
 
 /// The provider settings `run` lists live objects with, to warn about marked objects no record names.
@@ -124,7 +130,13 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
     let source = at(&found.file, found.text, found.block.span());
     ctx.only(
         body,
-        &["estate", "provider_door", "markers"],
+        &[
+            "estate",
+            "provider_door",
+            "markers",
+            "refresh",
+            "refresh_max_age",
+        ],
         "the live block",
     )?;
     let estate = match ctx.string(body, "estate", "the live block's")? {
@@ -176,6 +188,24 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
     let live_markers = ctx
         .boolean(body, "markers", "the live block's")?
         .unwrap_or(true);
+    let refresh = match ctx.string(body, "refresh", "the live block's")? {
+        Some(mode) => RefreshMode::parse(&mode).map_err(|e| {
+            ctx.invalid(
+                body.get_attribute("refresh").and_then(|a| a.span()),
+                e.to_string(),
+            )
+        })?,
+        None => RefreshMode::Full,
+    };
+    let refresh_max_age = match ctx.string(body, "refresh_max_age", "the live block's")? {
+        Some(age) => humantime::parse_duration(&age).map_err(|e| {
+            ctx.invalid(
+                body.get_attribute("refresh_max_age").and_then(|a| a.span()),
+                format!("refresh_max_age {age:?}: {e}; give a duration such as \"24h\" or \"30m\""),
+            )
+        })?,
+        None => DEFAULT_MAX_AGE,
+    };
     Ok(LiveConfig {
         estate,
         store,
@@ -183,6 +213,8 @@ fn interpret(found: &Located, root: &Path) -> Result<LiveConfig, ConfigError> {
         markers,
         provider_door,
         live_markers,
+        refresh,
+        refresh_max_age,
     })
 }
 
@@ -287,4 +319,35 @@ fn store_settings(ctx: &Ctx, block: &Block) -> Result<StoreSettings, ConfigError
         what: format!("record_store {:?}", kind.as_str()),
     };
     StoreSettings::from_source(kind, &source).map_err(placed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(block: &str) -> Result<LiveConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(LIVE_FILE), block).unwrap();
+        LiveConfig::load(dir.path())
+    }
+
+    #[test]
+    fn refresh_and_its_maximum_age() {
+        let c = load("live {\n  estate = \"e\"\n}\n").unwrap();
+        assert_eq!(
+            (c.refresh, c.refresh_max_age),
+            (RefreshMode::Full, DEFAULT_MAX_AGE)
+        );
+        let c =
+            load("live {\n  estate = \"e\"\n  refresh = \"cone\"\n  refresh_max_age = \"2h\"\n}\n")
+                .unwrap();
+        assert_eq!(
+            (c.refresh, c.refresh_max_age),
+            (RefreshMode::Cone, Duration::from_secs(7200))
+        );
+        let e = load("live {\n  estate = \"e\"\n  refresh = \"some\"\n}\n").unwrap_err();
+        assert!(e.to_string().contains("\"some\" is not one of"), "{e}");
+        let e = load("live {\n  estate = \"e\"\n  refresh_max_age = \"soon\"\n}\n").unwrap_err();
+        assert!(e.to_string().contains("refresh_max_age \"soon\""), "{e}");
+    }
 }

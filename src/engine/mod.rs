@@ -5,6 +5,7 @@
 
 pub mod address;
 pub mod claims;
+pub mod cone;
 pub mod cores;
 pub mod digest;
 pub mod image;

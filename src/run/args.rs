@@ -4,6 +4,41 @@ use std::time::Duration;
 
 use clap::Args;
 
+use thiserror::Error;
+
+use crate::engine::cone::{RefreshMode, RefreshModeError};
+
+/// The variable a shim (or any caller) sets `--refresh` with.
+pub const REFRESH_ENV: &str = "CHOUDOUFU_REFRESH";
+
+/// A `CHOUDOUFU_REFRESH` that names no refresh mode.
+#[derive(Debug, Error)]
+#[error("{REFRESH_ENV}={value}: {source}; nothing was run")]
+pub struct RefreshEnvError {
+    /// The variable's value.
+    pub value: String,
+    /// Why it names no mode.
+    #[source]
+    pub source: RefreshModeError,
+}
+
+/// How a plan refreshes: `--refresh`, else `CHOUDOUFU_REFRESH` (`env`; empty is unset), else the live block's `refresh` (`config`).
+pub fn refresh_mode(
+    flag: Option<RefreshSwitch>,
+    env: Option<String>,
+    config: RefreshMode,
+) -> Result<RefreshMode, RefreshEnvError> {
+    if let Some(flag) = flag {
+        return Ok(flag.into());
+    }
+    match env.filter(|v| !v.trim().is_empty()) {
+        Some(value) => {
+            RefreshMode::parse(&value).map_err(|source| RefreshEnvError { value, source })
+        }
+        None => Ok(config),
+    }
+}
+
 /// How long `run` keeps trying to write the state terraform could not save, unless `--flush-timeout` says otherwise.
 pub const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(300);
 /// How often `run` proves it is alive while it holds claims, unless `--heartbeat` says otherwise.
@@ -21,6 +56,24 @@ pub enum DoorSwitch {
     On,
     /// As terraform starts them.
     Off,
+}
+
+/// `--refresh`: what a plan through `run` reads from the cloud.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum RefreshSwitch {
+    /// Every resource, as terraform does alone.
+    Full,
+    /// Only the change cone: what the plan changes, what depends on it, what it reads, and every record older than `refresh_max_age`.
+    Cone,
+}
+
+impl From<RefreshSwitch> for RefreshMode {
+    fn from(s: RefreshSwitch) -> RefreshMode {
+        match s {
+            RefreshSwitch::Full => RefreshMode::Full,
+            RefreshSwitch::Cone => RefreshMode::Cone,
+        }
+    }
 }
 
 /// Run terraform or tofu with the state served from the estate's records.
@@ -57,6 +110,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "on|off", value_enum)]
     pub provider_door: Option<DoorSwitch>,
 
+    /// `cone`: a plan refreshes only what it changes, what depends on it, what it reads, and every record not refreshed for `refresh_max_age` (live block, default 24h); every other resource is answered from its record, and its drift is not seen. `full` refreshes every resource. The default is the root's live block `refresh`, else full. Terraform's own -refresh=false and -refresh-only keep their meaning.
+    #[arg(long, value_name = "full|cone", value_enum)]
+    pub refresh: Option<RefreshSwitch>,
+
     /// The command and its arguments, after `--`: e.g. `-- terraform apply -auto-approve`.
     #[arg(
         required = true,
@@ -65,4 +122,34 @@ pub struct RunArgs {
         value_name = "COMMAND"
     )]
     pub command: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flag_then_the_variable_then_the_live_block() {
+        let full = RefreshMode::Full;
+        assert_eq!(
+            refresh_mode(
+                Some(RefreshSwitch::Full),
+                Some("cone".into()),
+                RefreshMode::Cone
+            )
+            .unwrap(),
+            full
+        );
+        assert_eq!(
+            refresh_mode(None, Some("cone".into()), full).unwrap(),
+            RefreshMode::Cone
+        );
+        assert_eq!(
+            refresh_mode(None, Some(String::new()), RefreshMode::Cone).unwrap(),
+            RefreshMode::Cone
+        );
+        assert_eq!(refresh_mode(None, None, full).unwrap(), full);
+        let e = refresh_mode(None, Some("some".into()), full).unwrap_err();
+        assert!(e.to_string().starts_with("CHOUDOUFU_REFRESH=some: "), "{e}");
+    }
 }

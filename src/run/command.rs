@@ -277,6 +277,55 @@ pub fn saved_plan_out(cmd: &TfCommand) -> Option<PathBuf> {
     None
 }
 
+/// Flags of the user's plan a cone's first plan leaves out: it writes its own file, says nothing, asks nothing and takes no lock.
+const NOT_IN_FIRST_PLAN: &[&str] = &[
+    "out",
+    "detailed-exitcode",
+    "json",
+    "input",
+    "lock",
+    "lock-timeout",
+    "no-color",
+    "compact-warnings",
+];
+
+/// The arguments of a cone plan's first plan, without a refresh and writing to `out`, for the plan `args` (`plan ...`); none when `args` is no plan a cone serves: another command, terraform's own `-refresh=false` or `-refresh-only`, `-generate-config-out`, help, or a word that is no flag.
+pub fn cone_plan_args(args: &[String], out: &Path) -> Option<Vec<String>> {
+    let (sub, rest) = args.split_first()?;
+    if sub != "plan" {
+        return None;
+    }
+    let mut first = vec![
+        "plan".to_string(),
+        "-refresh=false".to_string(),
+        "-input=false".to_string(),
+        "-lock=false".to_string(),
+        format!("-out={}", out.display()),
+    ];
+    let mut it = rest.iter();
+    while let Some(arg) = it.next() {
+        let (name, inline) = flag(arg)?;
+        let value = match inline {
+            Some(v) => Some(v.to_string()),
+            None if VALUE_FLAGS.contains(&name) => Some(it.next()?.clone()),
+            None => None,
+        };
+        let on = value.as_deref().is_none_or(|v| v != "false");
+        match name {
+            "refresh" if !on => return None,
+            "refresh-only" if on => return None,
+            "generate-config-out" | "help" | "h" => return None,
+            "refresh" | "refresh-only" => {}
+            name if NOT_IN_FIRST_PLAN.contains(&name) => {}
+            name => first.push(match value {
+                Some(v) => format!("-{name}={v}"),
+                None => format!("-{name}"),
+            }),
+        }
+    }
+    Some(first)
+}
+
 impl ApplySplit {
     /// The arguments of `terraform plan` for this apply, writing the plan to `out`.
     pub fn plan_args(&self, out: &Path) -> Vec<String> {
@@ -585,6 +634,42 @@ mod tests {
             ephemeral_variables(dir.path(), &json),
             ["dflt", "j", "tok"].map(String::from).into()
         );
+    }
+
+    #[test]
+    fn a_cone_starts_with_the_same_plan_without_a_refresh() {
+        let words = |w: &str| w.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        let out = Path::new("/tmp/p/cone.tfplan");
+        assert_eq!(
+            cone_plan_args(
+                &words("plan -out=x.tfplan -var a=1 -target t.a -detailed-exitcode -no-color -lock=true -destroy -refresh=true"),
+                out
+            )
+            .unwrap(),
+            [
+                "plan",
+                "-refresh=false",
+                "-input=false",
+                "-lock=false",
+                "-out=/tmp/p/cone.tfplan",
+                "-var=a=1",
+                "-target=t.a",
+                "-destroy"
+            ]
+        );
+        // Terraform's own refresh flags keep their meaning: no cone.
+        for own in [
+            "plan -refresh=false",
+            "plan -refresh-only",
+            "plan -generate-config-out=g.tf",
+            "plan -help",
+            "plan somedir",
+            "apply",
+            "plan -var",
+        ] {
+            assert!(cone_plan_args(&words(own), out).is_none(), "{own}");
+        }
+        assert!(cone_plan_args(&words("plan -refresh-only=false"), out).is_some());
     }
 
     #[test]

@@ -13,6 +13,7 @@ use super::tally::{RunSummary, RunTally};
 use super::terraform::Terraform;
 use crate::config::LiveConfig;
 use crate::cut::{Mechanism, cut};
+use crate::engine::cone::RefreshMode;
 use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
 use crate::engine::read_cache::ReadCache;
@@ -65,6 +66,8 @@ pub struct Ctx {
     pub wait: Option<Duration>,
     /// `--flush-timeout`.
     pub flush_timeout: Duration,
+    /// How a plan refreshes: `--refresh` (or `CHOUDOUFU_REFRESH`), else the live block's `refresh`.
+    pub refresh: RefreshMode,
     /// This run's liveness while it holds claims.
     pub heartbeat: Heartbeat,
     /// SIGINT and SIGTERM: a step that can be stopped waits on them.

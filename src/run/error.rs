@@ -64,6 +64,9 @@ pub enum RunError {
     /// The command line names no command.
     #[error("run needs a command: choudoufu-live run -- terraform apply")]
     NoCommand,
+    /// `CHOUDOUFU_REFRESH` names no refresh mode.
+    #[error(transparent)]
+    RefreshEnv(#[from] super::args::RefreshEnvError),
 }
 
 /// Exit status when a saved plan is refused (its changes moved, or it has no stamp), as choudoufu uses.

@@ -21,7 +21,7 @@ pub enum Flushed {
     /// Every state write landed while terraform ran: nothing was left to write.
     Nothing,
     /// The state was written after terraform exited (its conflicts, if any, are in the report).
-    Landed(WriteReport),
+    Landed(Box<WriteReport>),
     /// The store stayed away (or the run was stopped): the state is in this recovery file.
     Recovery(PathBuf),
     /// The store stayed away and no recovery file could be written: only terraform's errored.tfstate is left.
@@ -70,7 +70,7 @@ pub async fn flush(ctx: &Ctx, session: &Session) -> Result<Flushed, RunError> {
                 if report.conflicts.is_empty() {
                     say_errored(&ctx.cmd.dir(), true);
                 }
-                return Ok(Flushed::Landed(report));
+                return Ok(Flushed::Landed(Box::new(report)));
             }
             Some(Ok(None)) => return Ok(Flushed::Nothing),
             Some(Err(e)) if e.store_failed() => {

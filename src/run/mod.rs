@@ -11,6 +11,7 @@ mod bind;
 mod claiming;
 mod claims;
 mod command;
+mod cone;
 mod context;
 mod deletes;
 mod error;
@@ -36,7 +37,7 @@ use crate::engine::program::ProgramStamp;
 use crate::engine::session::RunInfo;
 use crate::frontdoor::provider::marking::Marking;
 use crate::store;
-pub use args::{DEFAULT_FLUSH_TIMEOUT, DEFAULT_RUN_HEARTBEAT, DoorSwitch, RunArgs};
+pub use args::{DEFAULT_FLUSH_TIMEOUT, DEFAULT_RUN_HEARTBEAT, DoorSwitch, RefreshSwitch, RunArgs};
 use claims::Heartbeat;
 use command::ApplyCommand;
 pub use command::TfCommand;
@@ -101,6 +102,11 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
     if !door && matches!(cmd.sub(), Some("apply" | "destroy")) {
         say::provider_door_off();
     }
+    let refresh = args::refresh_mode(
+        args.refresh,
+        std::env::var(args::REFRESH_ENV).ok(),
+        config.refresh,
+    )?;
     let mut ctx = Ctx {
         tf: Terraform {
             program: program.clone(),
@@ -124,6 +130,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         run_id: run.run_id,
         wait: args.wait,
         flush_timeout: args.flush_timeout,
+        refresh,
         heartbeat: Heartbeat::new(args.heartbeat),
         signals: Signals::install()?,
     };
@@ -162,8 +169,7 @@ async fn as_given(ctx: &mut Ctx) -> Result<i32, RunError> {
     }
     let mut all = ctx.cmd.subcommand.iter().cloned().collect::<Vec<_>>();
     all.extend(ctx.cmd.args.iter().cloned());
-    let server = attempt.serve(ctx).await?;
-    let status = ctx.terraform(&all, server, &[]).await?;
+    let status = cone::terraform(ctx, &mut attempt, &all, &[]).await?;
     let flushed = flush::flush(ctx, attempt.session()).await?;
     let (backend, summary) = attempt.end().await;
     let summary = summary::print(&ctx.config, summary, &flushed);

@@ -33,8 +33,7 @@ pub async fn plan(
     env: &[(&str, &str)],
     file: &Path,
 ) -> Result<Plan, RunError> {
-    let server = attempt.serve(ctx).await?;
-    let status = ctx.terraform(args, server, env).await?;
+    let status = super::cone::terraform(ctx, attempt, args, env).await?;
     if !status.success() {
         return Ok(Plan::Failed(status));
     }

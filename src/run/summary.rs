@@ -250,7 +250,7 @@ mod tests {
                 created: names(&["a"]),
                 ..RunSummary::default()
             },
-            &Flushed::Landed(report),
+            &Flushed::Landed(Box::new(report)),
         );
         assert_eq!(s.created, names(&["a", "e"]));
         assert_eq!(s.unchanged, names(&["f"]));

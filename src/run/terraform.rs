@@ -140,8 +140,15 @@ impl Terraform {
             .stdout(match stdout {
                 Stdout::Inherit => Stdio::inherit(),
                 Stdout::Rewritten(_) => Stdio::piped(),
+                Stdout::Quiet => Stdio::null(),
             })
-            .stderr(Stdio::inherit());
+            .stderr(match stdout {
+                Stdout::Quiet => Stdio::null(),
+                _ => Stdio::inherit(),
+            });
+        if matches!(stdout, Stdout::Quiet) {
+            cmd.stdin(Stdio::null());
+        }
         child_env(&mut cmd, server);
         for (k, v) in env {
             cmd.env(k, v);
@@ -194,7 +201,12 @@ impl Terraform {
             what: format!("cannot read the plan {}", plan.display()),
             source,
         })?;
-        let out = Command::new(&self.program)
+        let mut cmd = Command::new(&self.program);
+        // Through an open door, the providers' schemas come from its kept answers: no plugin starts.
+        if let Some(door) = self.door() {
+            cmd.envs(door.env());
+        }
+        let out = cmd
             .args(self.global.iter().filter(|a| a.contains("chdir=")))
             .args(["show", "-json"])
             .arg(&abs)
@@ -234,6 +246,8 @@ pub enum Stdout {
     Inherit,
     /// Line by line through this process, each line `rewrite` answers replaced by its answer.
     Rewritten(fn(&str) -> Option<String>),
+    /// Neither its output nor its errors reach the user, and it reads no input: a step of `run`'s own whose failure `run` handles.
+    Quiet,
 }
 
 /// Copy terraform's output to stdout line by line, rewriting as `rewrite` says; a stdout that fails still drains terraform's.

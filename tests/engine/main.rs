@@ -5,6 +5,7 @@ mod delete_rule;
 mod properties;
 mod read_cache;
 mod read_image;
+mod refreshed;
 mod session;
 mod state_fixtures;
 mod write_log;

@@ -1,6 +1,8 @@
 //! `choudoufu-live run` with the real terraform: concurrent applies, claims, markers, outages, saved plans, migrations, the terraform shim.
 
 mod aws_door;
+mod cone;
+mod cone_saved;
 mod door;
 mod door_crash;
 mod door_guard;

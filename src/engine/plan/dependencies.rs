@@ -31,6 +31,98 @@ fn collect_references(v: &Value, out: &mut Vec<String>) {
     }
 }
 
+/// Every `references` list in an expression tree, each as it stands (one per expression).
+fn reference_lists<'a>(v: &'a Value, out: &mut Vec<&'a [Value]>) {
+    match v {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k == "references"
+                    && let Some(refs) = v.as_array()
+                {
+                    out.push(refs);
+                } else {
+                    reference_lists(v, out);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for i in items {
+                reference_lists(i, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The instance a reference names when it names one by a known key (`aws_x.y[0].id` names `aws_x.y[0]`), made absolute with `prefix`.
+fn referenced_instance(prefix: &str, reference: &str) -> Option<String> {
+    let resource = referenced("", reference)?;
+    if resource.starts_with("module.") {
+        return None;
+    }
+    let rest = reference.strip_prefix(&resource)?.strip_prefix('[')?;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, c) in rest.char_indices() {
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (_, false, '"') => in_string = !in_string,
+            (false, _, ']') => return Some(format!("{prefix}{resource}[{}]", &rest[..i])),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// What one expression's `references` list depends on: each instance it names by a known key, and each other resource (or module call) it names.
+fn list_targets(prefix: &str, refs: &[Value], out: &mut BTreeSet<String>) {
+    let refs: Vec<&str> = refs.iter().filter_map(Value::as_str).collect();
+    let instances: BTreeSet<String> = refs
+        .iter()
+        .filter_map(|r| referenced_instance(prefix, r))
+        .collect();
+    for r in &refs {
+        let Some(resource) = referenced(prefix, r) else {
+            continue;
+        };
+        // Terraform lists each traversal's prefixes: `aws_x.y[0].id`, `aws_x.y[0]`, `aws_x.y`; the last adds nothing.
+        let indexed = format!("{resource}[");
+        if !instances.iter().any(|i| i.starts_with(&indexed)) {
+            out.insert(resource);
+        }
+    }
+    out.extend(instances);
+}
+
+/// Each configured resource's dependencies as precisely as its configuration names them, by absolute resource address.
+fn config_targets(
+    module: &ConfigModule,
+    prefix: &str,
+    out: &mut BTreeMap<String, BTreeSet<String>>,
+) {
+    for r in &module.resources {
+        let Some(address) = &r.address else {
+            continue;
+        };
+        let mut lists = Vec::new();
+        reference_lists(&r.expressions, &mut lists);
+        reference_lists(&r.count_expression, &mut lists);
+        reference_lists(&r.for_each_expression, &mut lists);
+        for p in &r.provisioners {
+            reference_lists(&p.expressions, &mut lists);
+        }
+        let deps = out.entry(format!("{prefix}{address}")).or_default();
+        for list in lists {
+            list_targets(prefix, list, deps);
+        }
+        deps.extend(r.depends_on.iter().filter_map(|d| referenced(prefix, d)));
+    }
+    for (name, call) in &module.module_calls {
+        config_targets(&call.module, &format!("{prefix}module.{name}."), out);
+    }
+}
+
 /// Each configured resource's dependencies (its references and `depends_on`), by absolute resource address.
 fn config_dependencies(
     module: &ConfigModule,
@@ -65,6 +157,13 @@ impl Plan {
         out
     }
 
+    /// Each resource of the configuration and what it depends on, as precisely as the configuration names it: an instance by a known key (`aws_x.y[0]`), else a resource or module call (`aws_x.y`, `module.m`).
+    pub fn reference_targets(&self) -> BTreeMap<String, BTreeSet<String>> {
+        let mut out = BTreeMap::new();
+        config_targets(&self.configuration.root_module, "", &mut out);
+        out
+    }
+
     /// Each instance's state dependencies (`depends_on` in the prior state), by instance address.
     pub fn state_dependencies(&self) -> BTreeMap<String, Vec<String>> {
         let mut out = BTreeMap::new();
@@ -76,5 +175,33 @@ impl Plan {
             });
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_by_key_names_its_instance() {
+        assert_eq!(
+            referenced_instance("", "aws_x.y[0].id").as_deref(),
+            Some("aws_x.y[0]")
+        );
+        assert_eq!(
+            referenced_instance("module.a.", r#"aws_x.y["k]\"x"].id"#).as_deref(),
+            Some(r#"module.a.aws_x.y["k]\"x"]"#)
+        );
+        assert_eq!(referenced_instance("", "aws_x.y.id"), None);
+        assert_eq!(referenced_instance("", "module.m[0].out"), None);
+        assert_eq!(referenced_instance("", "var.v"), None);
+        let mut out = BTreeSet::new();
+        let refs =
+            serde_json::json!(["aws_x.y[0].id", "aws_x.y[0]", "aws_x.y", "aws_z.w", "var.v"]);
+        list_targets("", refs.as_array().unwrap(), &mut out);
+        assert_eq!(
+            out,
+            ["aws_x.y[0]".to_string(), "aws_z.w".to_string()].into()
+        );
     }
 }

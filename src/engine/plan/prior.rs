@@ -1,7 +1,8 @@
-//! The state a plan was made from, as far as `run` reads it: each resource's provider and dependencies.
+//! The state a plan was made from, as far as `run` reads it: each resource's provider, dependencies and values.
 
 use serde::Deserialize;
 
+use super::change::Mode;
 use super::fields::nullable;
 
 /// A plan's `prior_state`.
@@ -43,12 +44,24 @@ impl StateModule {
     }
 }
 
-/// One resource instance of a state (its attribute values are not read).
+/// One resource instance object of a state.
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct StateResource {
     /// The instance address.
     #[serde(default)]
     pub address: Option<String>,
+    /// Managed or data.
+    #[serde(default, deserialize_with = "nullable")]
+    pub mode: Mode,
+    /// The resource type.
+    #[serde(default, rename = "type")]
+    pub type_name: Option<String>,
+    /// The deposed object's key, when this is a deposed object.
+    #[serde(default)]
+    pub deposed_key: Option<String>,
+    /// Its attribute values, as the state holds them.
+    #[serde(default)]
+    pub values: serde_json::Value,
     /// The provider's source address.
     #[serde(default)]
     pub provider_name: Option<String>,

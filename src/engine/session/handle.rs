@@ -132,6 +132,11 @@ impl Session {
         view.pin = Some(pin);
     }
 
+    /// The resources `addresses` were refreshed from the cloud by this run's plan: the next state write rewrites the record of each one it leaves unchanged, so the record carries the refresh's time.
+    pub async fn note_refreshed(&self, addresses: BTreeSet<String>) {
+        self.view.lock().await.refreshed = addresses;
+    }
+
     /// Limit this run's own changes to `keys`: a write of any other record is skipped (counted, never a conflict) when another run moved it or holds its claim.
     pub async fn limit_changes(&self, keys: BTreeSet<String>) {
         self.view.lock().await.changes = Some(keys);

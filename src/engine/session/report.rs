@@ -59,6 +59,9 @@ pub struct WriteReport {
     /// Records another run changed after this run read them; nothing of these was written.
     #[serde(skip)]
     pub conflicts: Vec<RecordConflict>,
+    /// Unchanged records rewritten to carry the time a cone plan refreshed them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refreshed: Vec<String>,
 }
 
 impl WriteReport {
@@ -89,6 +92,7 @@ impl WriteReport {
             &mut self.skipped,
             &mut self.stale_outputs,
             &mut self.already,
+            &mut self.refreshed,
         ] {
             list.sort();
         }

@@ -45,6 +45,8 @@ pub(super) struct View {
     pub(super) reconcile_outputs: bool,
     /// Outputs whose write met another run's newer value.
     pub(super) stale_outputs: BTreeSet<String>,
+    /// Resources a cone plan refreshed whose records are old: the next write rewrites each unchanged one, so it carries the refresh's time.
+    pub(super) refreshed: BTreeSet<String>,
     /// What this run knows of the estate image (`read.rs`).
     pub(super) image: Held,
     /// Whether `snapshot` is a read (not yet: the first read fetches the stored image).

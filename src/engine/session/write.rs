@@ -1,6 +1,6 @@
 //! Writing a state document: diff it against the base, write what changed as conditional requests, gather conflicts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::{StreamExt, stream};
 
@@ -29,6 +29,8 @@ struct Asked {
     address: String,
     digest: Option<String>,
     change: Change<Record>,
+    /// An unchanged record rewritten to carry its refresh's time.
+    refresh: bool,
 }
 
 /// What became of one record write: it landed, it was refused, or (under a saved plan) skipped.
@@ -38,6 +40,7 @@ enum Done {
         key: String,
         entry: Box<BaseEntry>,
         created: bool,
+        refresh: bool,
     },
     /// A delete landed, or found the record already gone.
     Deleted {
@@ -114,7 +117,8 @@ impl Session {
             wanted.insert(record.key(&self.layout).into_string(), record);
         }
         let mut report = WriteReport::default();
-        let ops = diff(view.base(), wanted, &mut report);
+        let refreshed = std::mem::take(&mut view.refreshed);
+        let ops = diff(view.base(), wanted, &mut report, &refreshed);
         if ops.is_empty() {
             return Ok(report);
         }
@@ -257,6 +261,7 @@ impl Session {
             address,
             digest,
             change,
+            refresh,
         } = asked;
         let created = change.operation() == Operation::Create;
         let wrote = write_record(
@@ -283,6 +288,7 @@ impl Session {
                     key,
                     entry: Box::new(BaseEntry::new(version, digest, body)),
                     created,
+                    refresh,
                 }
             }
             Wrote::Already { version, stored } => {
@@ -307,11 +313,12 @@ impl Session {
     }
 }
 
-/// The writes that make the store hold `wanted` where it holds `base`; unchanged records are counted.
+/// The writes that make the store hold `wanted` where it holds `base`; unchanged records are counted, and those of `refreshed` (addresses) rewritten to carry their refresh's time.
 fn diff(
     base: &BTreeMap<String, BaseRef>,
     wanted: BTreeMap<String, Record>,
     report: &mut WriteReport,
+    refreshed: &BTreeSet<String>,
 ) -> Vec<Asked> {
     let mut ops = Vec::new();
     for (key, entry) in base {
@@ -323,16 +330,22 @@ fn diff(
                 change: Change::Delete {
                     expected: entry.version.clone(),
                 },
+                refresh: false,
             });
         }
     }
     for (key, record) in wanted {
         let digest = record.content_digest();
+        let mut refresh = false;
         let precondition = match base.get(&key) {
             Some(entry) if entry.digest == digest && !cut(Mechanism::Diff) => {
                 report.unchanged += 1;
                 report.unchanged_of.push(record.address().to_string());
-                continue;
+                if !refreshed.contains(record.address()) {
+                    continue;
+                }
+                refresh = true;
+                Precondition::Matches(entry.version.clone())
             }
             Some(entry) => Precondition::Matches(entry.version.clone()),
             None => Precondition::Absent,
@@ -345,6 +358,7 @@ fn diff(
                 body: record,
                 precondition,
             },
+            refresh,
         });
     }
     ops
@@ -408,11 +422,14 @@ fn advance(view: &mut View, done: Done, report: &mut WriteReport) {
             key,
             entry,
             created,
+            refresh,
         } => {
             let address = entry.address().to_string();
             view.base().insert(key.clone(), entry.base_ref());
             view.snapshot.records.insert(key, *entry);
-            if created {
+            if refresh {
+                report.refreshed.push(address);
+            } else if created {
                 report.created.push(address);
             } else {
                 report.updated.push(address);

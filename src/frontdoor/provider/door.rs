@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use thiserror::Error;
 
 use super::client_tls::ClientIdentity;
+use super::cone::ConeReads;
 use super::launch::{LaunchError, Plugin};
 use super::lockfile::{self, LOCK_FILE, LockfileError, ProviderAddress};
 use super::marking::Marking;
@@ -102,6 +103,7 @@ impl Door {
             recorder: std::sync::Mutex::new(None),
             marking,
             configs: std::sync::Mutex::new(Vec::new()),
+            cone: std::sync::Mutex::new(None),
         });
         let opening = packages.into_iter().map(|(l, package)| {
             Proxied::open(
@@ -151,6 +153,13 @@ impl Door {
     pub fn record_returns(&self, recorder: Option<Arc<Recorder>>) {
         if let Ok(mut held) = self.shared.recorder.lock() {
             *held = recorder;
+        }
+    }
+
+    /// Answer resource reads outside a cone plan's cone with `cone` from now on (none: every read goes to the provider).
+    pub fn answer_reads(&self, cone: Option<Arc<ConeReads>>) {
+        if let Ok(mut held) = self.shared.cone.lock() {
+            *held = cone;
         }
     }
 

@@ -7,9 +7,11 @@
 //! the lock file ([`lockfile`]). Every plugin gets a parent-death signal and `run`'s pid is the
 //! one terraform watches, so no provider call outlives `run`. While `run` applies a plan, each
 //! provider apply call that returns writes its instance's record before terraform hears the
-//! answer ([`recorder`]).
+//! answer ([`recorder`]). While a cone plan runs, each resource read outside the cone is answered
+//! from its record ([`cone`]).
 
 pub mod client_tls;
+pub mod cone;
 pub mod door;
 pub mod dynamic;
 pub mod launch;

@@ -29,6 +29,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::cut::{Mechanism, cut};
 
 use super::client_tls::ClientIdentity;
+use super::cone::{ConeReads, is_read_call};
 use super::dynamic;
 use super::launch::{LaunchError, Plugin, Upstream};
 use super::lockfile::ProviderAddress;
@@ -62,12 +63,19 @@ pub struct Shared {
     pub marking: Option<Marking>,
     /// Every distinct configuration a marked provider was configured with (it may hold credentials, so it is never logged).
     pub configs: Mutex<Vec<Configured>>,
+    /// What answers resource reads outside the cone, while a cone plan runs.
+    pub cone: Mutex<Option<Arc<ConeReads>>>,
 }
 
 impl Shared {
     /// The recorder installed now, if any.
     fn recorder(&self) -> Option<Arc<Recorder>> {
         self.recorder.lock().ok().and_then(|r| r.clone())
+    }
+
+    /// The cone plan's reads installed now, if any.
+    fn cone(&self) -> Option<Arc<ConeReads>> {
+        self.cone.lock().ok().and_then(|c| c.clone())
     }
 }
 
@@ -294,6 +302,11 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
     {
         return Ok(apply_recorded(&conn, live, req, &recorder).await);
     }
+    if is_read_call(&path)
+        && let Some(cone) = conn.shared.cone()
+    {
+        return Ok(read_in_cone(live, req, &cone).await);
+    }
     if !schema {
         return Ok(forward(live, req).await);
     }
@@ -375,6 +388,33 @@ async fn apply_recorded(
     let mut parts = parts;
     parts.headers.remove(hyper::header::CONTENT_LENGTH);
     Response::from_parts(parts, whole_body(answer, trailers))
+}
+
+/// Answer a resource read outside the cone from its record; send any other on to the provider.
+async fn read_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> Response<Body> {
+    if cut(Mechanism::ConeReads) {
+        return forward(live, req).await;
+    }
+    let (parts, body) = req.into_parts();
+    let request = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return unavailable(&format!("provider door: the read call broke off: {e}")),
+    };
+    if let Some(answer) = framed_message(&request).and_then(|m| cone.answer(m)) {
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/grpc"),
+        );
+        let mut trailers = hyper::HeaderMap::new();
+        trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+        return whole(&Answer {
+            headers,
+            body: frame(&answer),
+            trailers,
+        });
+    }
+    forward_body(live, Request::from_parts(parts, whole_body(request, None))).await
 }
 
 /// The gRPC paths of the configure call, in protocols 5 (`Configure`) and 6.
