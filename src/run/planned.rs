@@ -135,6 +135,32 @@ async fn claim_and_apply(
     })
 }
 
+/// What a loop that plans again makes of one ended attempt: the run's exit status, or `None` to plan again.
+async fn replan_or_end(
+    ctx: &mut Ctx,
+    step: Step,
+    ended: (Arc<Backend>, RunSummary),
+    replans: &mut usize,
+) -> Option<Result<i32, RunError>> {
+    match step {
+        Step::Exit(code) => {
+            say::state_errors(&ended.1.errors);
+            Some(Ok(code))
+        }
+        Step::Again => None,
+        Step::Moved(moved) => {
+            *replans += 1;
+            if *replans > MAX_REPLANS {
+                return Some(Ok(refuse_plan(moved.into())));
+            }
+            let names: Vec<&str> = moved.moved.iter().map(|m| m.address.as_str()).collect();
+            say::replanning(&names);
+            None
+        }
+        Step::Ran(ran) => Some(finish(ctx, ended, ran).await),
+    }
+}
+
 /// After terraform applied: the summary, the unrecorded-object warning, the output reconcile, and the exit status.
 async fn finish(
     ctx: &mut Ctx,
@@ -176,21 +202,8 @@ pub async fn planned_apply(ctx: &mut Ctx, split: &ApplySplit) -> Result<i32, Run
         let mut attempt = Attempt::start(ctx).await?;
         let step = plan_and_apply(ctx, &mut attempt, split, &plan, &mut budget).await;
         let ended = attempt.end().await;
-        match step? {
-            Step::Exit(code) => {
-                say::state_errors(&ended.1.errors);
-                return Ok(code);
-            }
-            Step::Again => {}
-            Step::Moved(moved) => {
-                replans += 1;
-                if replans > MAX_REPLANS {
-                    return Ok(refuse_plan(moved.into()));
-                }
-                let names: Vec<&str> = moved.moved.iter().map(|m| m.address.as_str()).collect();
-                say::replanning(&names);
-            }
-            Step::Ran(ran) => return finish(ctx, ended, ran).await,
+        if let Some(status) = replan_or_end(ctx, step?, ended, &mut replans).await {
+            return status;
         }
     }
 }
@@ -380,21 +393,8 @@ async fn resume(
         }
         .await;
         let ended = attempt.end().await;
-        match step? {
-            Step::Exit(code) => {
-                say::state_errors(&ended.1.errors);
-                return Ok(code);
-            }
-            Step::Again => {}
-            Step::Moved(moved) => {
-                replans += 1;
-                if replans > MAX_REPLANS {
-                    return Ok(refuse_plan(moved.into()));
-                }
-                let names: Vec<&str> = moved.moved.iter().map(|m| m.address.as_str()).collect();
-                say::replanning(&names);
-            }
-            Step::Ran(ran) => return finish(ctx, ended, ran).await,
+        if let Some(status) = replan_or_end(ctx, step?, ended, &mut replans).await {
+            return status;
         }
     }
 }

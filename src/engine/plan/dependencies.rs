@@ -8,29 +8,6 @@ use super::config::ConfigModule;
 use super::document::Plan;
 use crate::engine::address::referenced;
 
-/// Every `references` list in an expression tree.
-fn collect_references(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::Object(map) => {
-            for (k, v) in map {
-                if k == "references"
-                    && let Some(refs) = v.as_array()
-                {
-                    out.extend(refs.iter().filter_map(|r| r.as_str().map(str::to_string)));
-                } else {
-                    collect_references(v, out);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for i in items {
-                collect_references(i, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Every `references` list in an expression tree, each as it stands (one per expression).
 fn reference_lists<'a>(v: &'a Value, out: &mut Vec<&'a [Value]>) {
     match v {
@@ -95,12 +72,20 @@ fn list_targets(prefix: &str, refs: &[Value], out: &mut BTreeSet<String>) {
     out.extend(instances);
 }
 
-/// Each configured resource's dependencies as precisely as its configuration names them, by absolute resource address.
-fn config_targets(
-    module: &ConfigModule,
-    prefix: &str,
-    out: &mut BTreeMap<String, BTreeSet<String>>,
-) {
+/// What one configured resource references: its `references` lists (arguments, `count`, `for_each`, provisioners) and its `depends_on`.
+struct ResourceRefs<'a> {
+    /// Its module's prefix (`module.a.`, or empty at the root).
+    prefix: &'a str,
+    /// Its absolute address.
+    address: String,
+    /// Each expression's `references` list.
+    lists: Vec<&'a [Value]>,
+    /// Its `depends_on`.
+    depends_on: &'a [String],
+}
+
+/// Each configured resource's references, in the root module and every module call below it.
+fn each_resource<'a>(module: &'a ConfigModule, prefix: &str, f: &mut dyn FnMut(ResourceRefs<'_>)) {
     for r in &module.resources {
         let Some(address) = &r.address else {
             continue;
@@ -112,56 +97,57 @@ fn config_targets(
         for p in &r.provisioners {
             reference_lists(&p.expressions, &mut lists);
         }
-        let deps = out.entry(format!("{prefix}{address}")).or_default();
-        for list in lists {
-            list_targets(prefix, list, deps);
-        }
-        deps.extend(r.depends_on.iter().filter_map(|d| referenced(prefix, d)));
+        f(ResourceRefs {
+            prefix,
+            address: format!("{prefix}{address}"),
+            lists,
+            depends_on: &r.depends_on,
+        });
     }
     for (name, call) in &module.module_calls {
-        config_targets(&call.module, &format!("{prefix}module.{name}."), out);
+        each_resource(&call.module, &format!("{prefix}module.{name}."), f);
     }
 }
 
-/// Each configured resource's dependencies (its references and `depends_on`), by absolute resource address.
-fn config_dependencies(
-    module: &ConfigModule,
-    prefix: &str,
-    out: &mut BTreeMap<String, BTreeSet<String>>,
-) {
-    for r in &module.resources {
-        let Some(address) = &r.address else {
-            continue;
-        };
-        let mut refs = Vec::new();
-        collect_references(&r.expressions, &mut refs);
-        collect_references(&r.count_expression, &mut refs);
-        collect_references(&r.for_each_expression, &mut refs);
-        for p in &r.provisioners {
-            collect_references(&p.expressions, &mut refs);
+/// Each configured resource's dependencies as precisely as its configuration names them, by absolute resource address.
+fn config_targets(module: &ConfigModule) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    each_resource(module, "", &mut |r| {
+        let deps = out.entry(r.address).or_default();
+        for list in r.lists {
+            list_targets(r.prefix, list, deps);
         }
-        refs.extend(r.depends_on.iter().cloned());
-        let deps = out.entry(format!("{prefix}{address}")).or_default();
-        deps.extend(refs.iter().filter_map(|r| referenced(prefix, r)));
-    }
-    for (name, call) in &module.module_calls {
-        config_dependencies(&call.module, &format!("{prefix}module.{name}."), out);
-    }
+        deps.extend(r.depends_on.iter().filter_map(|d| referenced(r.prefix, d)));
+    });
+    out
+}
+
+/// Each configured resource's dependencies (its references and `depends_on`), by absolute resource address.
+fn config_dependencies(module: &ConfigModule) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    each_resource(module, "", &mut |r| {
+        let refs = r
+            .lists
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .chain(r.depends_on.iter().map(String::as_str));
+        out.entry(r.address)
+            .or_default()
+            .extend(refs.filter_map(|reference| referenced(r.prefix, reference)));
+    });
+    out
 }
 
 impl Plan {
     /// Each resource of the configuration and the resources it depends on (its references and `depends_on`), by resource address without instance keys (`module.a.aws_vpc.v`).
     pub fn resource_dependencies(&self) -> BTreeMap<String, BTreeSet<String>> {
-        let mut out = BTreeMap::new();
-        config_dependencies(&self.configuration.root_module, "", &mut out);
-        out
+        config_dependencies(&self.configuration.root_module)
     }
 
     /// Each resource of the configuration and what it depends on, as precisely as the configuration names it: an instance by a known key (`aws_x.y[0]`), else a resource or module call (`aws_x.y`, `module.m`).
     pub fn reference_targets(&self) -> BTreeMap<String, BTreeSet<String>> {
-        let mut out = BTreeMap::new();
-        config_targets(&self.configuration.root_module, "", &mut out);
-        out
+        config_targets(&self.configuration.root_module)
     }
 
     /// Each instance's state dependencies (`depends_on` in the prior state), by instance address.

@@ -401,18 +401,7 @@ async fn read_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> 
         Err(e) => return unavailable(&format!("provider door: the read call broke off: {e}")),
     };
     if let Some(answer) = framed_message(&request).and_then(|m| cone.answer(m)) {
-        let mut headers = hyper::HeaderMap::new();
-        headers.insert(
-            hyper::header::CONTENT_TYPE,
-            hyper::header::HeaderValue::from_static("application/grpc"),
-        );
-        let mut trailers = hyper::HeaderMap::new();
-        trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
-        return whole(&Answer {
-            headers,
-            body: frame(&answer),
-            trailers,
-        });
+        return whole(&ok_answer(frame(&answer)));
     }
     forward_body(live, Request::from_parts(parts, whole_body(request, None))).await
 }
@@ -545,6 +534,11 @@ fn whole(answer: &Answer) -> Response<Body> {
 
 /// An empty message with status OK (go-plugin's `Empty`).
 fn ok_empty() -> Answer {
+    ok_answer(Bytes::from_static(&[0, 0, 0, 0, 0]))
+}
+
+/// A whole gRPC answer with status OK and `body`, one framed message.
+fn ok_answer(body: Bytes) -> Answer {
     let mut headers = hyper::HeaderMap::new();
     headers.insert(
         hyper::header::CONTENT_TYPE,
@@ -554,7 +548,7 @@ fn ok_empty() -> Answer {
     trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
     Answer {
         headers,
-        body: Bytes::from_static(&[0, 0, 0, 0, 0]),
+        body,
         trailers,
     }
 }
