@@ -145,6 +145,19 @@ impl Cdftest {
     }
 
     /// Point `cmd` (terraform, or `choudoufu-live run`) at this provider: its CLI config, log and objects.
+    /// `choudoufu-live run OPTS -- terraform ARGS` in `root`, with this provider's environment.
+    pub fn run_cmd<S: AsRef<str>>(
+        &self,
+        root: &crate::tf::Root,
+        opts: &[&str],
+        args: &[S],
+    ) -> Command {
+        let args: Vec<&str> = args.iter().map(AsRef::as_ref).collect();
+        let mut c = root.run_cmd_with(opts, &args);
+        self.env(&mut c);
+        c
+    }
+
     pub fn env<'c>(&self, cmd: &'c mut Command) -> &'c mut Command {
         cmd.env("TF_CLI_CONFIG_FILE", &self.cli_config)
             .env("CDFTEST_CALL_LOG", &self.call_log)

@@ -52,3 +52,15 @@ pub fn name(pid: u32) -> String {
 pub fn sigkill(pid: u32) {
     let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
 }
+
+/// Wait until `child` has ended, within `limit`; past it, kill it and panic.
+pub fn reap(child: &mut std::process::Child, limit: std::time::Duration) {
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            sigkill(child.id());
+            panic!("the run did not end within {limit:?} of the kill");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

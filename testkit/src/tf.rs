@@ -217,6 +217,18 @@ impl Root {
     }
 }
 
+/// `out` itself when its command succeeded; else a panic naming `what`, with its status and output.
+pub fn must(out: std::process::Output, what: &str) -> std::process::Output {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}\n{}",
+        out.status,
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    out
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }

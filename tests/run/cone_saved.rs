@@ -3,23 +3,10 @@
 use std::process::Output;
 
 use testkit::cdftest::Cdftest;
-use testkit::tf::{Records, Root, text, turn};
+use testkit::tf::{Records, Root, must, text, turn};
 
 fn run(root: &Root, cdf: &Cdftest, opts: &[&str], args: &[&str]) -> Output {
-    let mut c = root.run_cmd_with(opts, args);
-    cdf.env(&mut c);
-    c.output().unwrap()
-}
-
-fn must(out: Output, what: &str) -> Output {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    out
+    cdf.run_cmd(root, opts, args).output().unwrap()
 }
 
 #[test]

@@ -4,11 +4,11 @@
 //! flight, the first stage keeps its records, no plugin outlives the run, and the next apply
 //! converges with each parameter once.
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use testkit::cdftest::Cdftest;
-use testkit::tf::{Records, Root, text, turn};
+use testkit::tf::{Records, Root, must, text, turn};
 use testkit::{latency_proxy, procs, s3_authority, s3_endpoint};
 
 use super::door_resume::parameters;
@@ -16,21 +16,7 @@ use super::door_resume::parameters;
 const PUT: &str = "AmazonSSM.PutParameter";
 
 fn run(root: &Root, cdf: &Cdftest, args: &[String]) -> Command {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut c = root.run_cmd_with(&[], &args);
-    cdf.env(&mut c);
-    c
-}
-
-fn must(out: Output, what: &str) -> Output {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    out
+    cdf.run_cmd(root, &[], args)
 }
 
 #[test]

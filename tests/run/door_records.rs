@@ -2,28 +2,15 @@
 //! provider: a chain p1 → wait → p2 → wait → p3 → wait → p4 killed while a wait runs leaves a
 //! record for every object it made, and the next apply creates only the rest.
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use testkit::cdftest::{Cdftest, started};
-use testkit::tf::{Records, Root, text, turn};
+use testkit::tf::{Records, Root, must, text, turn};
 use testkit::{procs, s3_endpoint};
 
 fn run(root: &Root, cdf: &Cdftest, opts: &[&str], args: &[&str]) -> Command {
-    let mut c = root.run_cmd_with(opts, args);
-    cdf.env(&mut c);
-    c
-}
-
-fn must(out: Output, what: &str) -> Output {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    out
+    cdf.run_cmd(root, opts, args)
 }
 
 /// The provider door's sockets that terraform `pid` was handed lie in a folder of this user's that only it can open.
@@ -63,18 +50,6 @@ enum Victim {
     Terraform,
     /// `run` itself (its terraform and plugins die with it).
     Run,
-}
-
-/// Wait until `child` has ended, within `limit`.
-fn reap(child: &mut Child, limit: Duration) {
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > limit {
-            procs::sigkill(child.id());
-            panic!("the run did not end within {limit:?} of the kill");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 fn killed_chain(victim: Victim, estate: &str) {
@@ -117,7 +92,7 @@ fn killed_chain(victim: Victim, estate: &str) {
         }
         Victim::Run => procs::sigkill(run_pid),
     }
-    reap(&mut child, Duration::from_secs(60));
+    procs::reap(&mut child, Duration::from_secs(60));
     // Every process of the killed run is gone before the next one starts.
     let killed = Instant::now();
     let mut left = family.clone();
@@ -293,7 +268,7 @@ fn terraform_killed_after_an_aws_create_returned_leaves_its_record_and_the_next_
         .collect();
     assert!(!tf.is_empty(), "no terraform under run");
     tf.iter().for_each(|p| procs::sigkill(*p));
-    reap(&mut child, Duration::from_secs(60));
+    procs::reap(&mut child, Duration::from_secs(60));
 
     assert_eq!(
         parameters(&prefix),

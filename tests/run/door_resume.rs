@@ -3,40 +3,15 @@
 //! same `apply PLANFILE` applies only the rest with no prompt; a configuration that would change
 //! the rest is refused with exit 3 naming what differs.
 
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use testkit::cdftest::Cdftest;
-use testkit::tf::{Records, Root, text, turn};
+use testkit::tf::{Records, Root, must, text, turn};
 use testkit::{procs, s3_endpoint};
 
 fn run(root: &Root, cdf: &Cdftest, args: &[String]) -> Command {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut c = root.run_cmd_with(&[], &args);
-    cdf.env(&mut c);
-    c
-}
-
-fn must(out: Output, what: &str) -> Output {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    out
-}
-
-fn reap(child: &mut Child, limit: Duration) {
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > limit {
-            procs::sigkill(child.id());
-            panic!("the run did not end within {limit:?} of the kill");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    cdf.run_cmd(root, &[], args)
 }
 
 /// The names of the SSM parameters under `/prefix`, sorted, as moto has them.
@@ -110,7 +85,7 @@ fn a_saved_plan_killed_midway_resumes_under_its_approval_and_a_changed_rest_is_r
         .collect();
     assert!(!tf.is_empty(), "no terraform under run");
     tf.iter().for_each(|p| procs::sigkill(*p));
-    reap(&mut child, Duration::from_secs(60));
+    procs::reap(&mut child, Duration::from_secs(60));
     assert_eq!(
         parameters(&prefix),
         [format!("/{prefix}/a0"), format!("/{prefix}/a1")],

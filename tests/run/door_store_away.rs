@@ -21,9 +21,7 @@ use super::door_resume::parameters;
 const NOT_HELD_PAST: Duration = Duration::from_secs(60);
 
 fn run(root: &Root, cdf: &Cdftest, opts: &[&str], args: &[String]) -> Command {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut c = root.run_cmd_with(opts, &args);
-    cdf.env(&mut c);
+    let mut c = cdf.run_cmd(root, opts, args);
     c.env("CHOUDOUFU_S3_ATTEMPT_TIMEOUT_MS", "1000")
         .env("AWS_MAX_ATTEMPTS", "2");
     c

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use testkit::cdftest::{Cdftest, Phase, ProviderCall, started};
-use testkit::tf::{Records, Root, terraform, text, turn};
+use testkit::tf::{Records, Root, must, terraform, text, turn};
 
 fn fixture() -> &'static Path {
     static DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/terraform-fixtures/cdftest");
@@ -20,17 +20,6 @@ fn plain(cdf: &Cdftest, dir: &Path, args: &[&str]) -> Output {
         .env("NO_COLOR", "1");
     cdf.env(&mut c);
     c.output().unwrap()
-}
-
-fn must(out: Output, what: &str) -> Output {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}\n{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    out
 }
 
 /// The ApplyResourceChange of `name` that started after `from` calls, with its end: how long it took.
