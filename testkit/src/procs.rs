@@ -64,3 +64,13 @@ pub fn reap(child: &mut std::process::Child, limit: std::time::Duration) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// SIGKILL every terraform process below `pid`; panics when there is none.
+pub fn kill_terraform_under(pid: u32) {
+    let terraform: Vec<u32> = descendants(pid)
+        .into_iter()
+        .filter(|p| name(*p) == "terraform")
+        .collect();
+    assert!(!terraform.is_empty(), "no terraform under run");
+    terraform.iter().for_each(|p| sigkill(*p));
+}

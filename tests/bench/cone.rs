@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use testkit::latency_proxy;
 use testkit::tf::{Records, Root, text};
 
-use crate::{LATENCY, host};
+use crate::{LATENCY, host, tf};
 
 const GET: &str = "AmazonSSM.GetParameter";
 
@@ -77,24 +77,6 @@ fn state(prefix: &str, n: usize) -> Value {
         }],
         "check_results": null
     })
-}
-
-/// Terraform in `dir` with `cli` as its CLI configuration; insist on success.
-fn tf(dir: &Path, cli: &Path, args: &[&str]) -> std::process::Output {
-    let out = Command::new("terraform")
-        .args(args)
-        .current_dir(dir)
-        .env("CHECKPOINT_DISABLE", "1")
-        .env("TF_CLI_CONFIG_FILE", cli)
-        .env("TF_IN_AUTOMATION", "1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "terraform {args:?}: {}",
-        text(&out.stderr)
-    );
-    out
 }
 
 /// What the plan `file` in `dir` changes: each entry's address and actions, and the values of every change that is not a no-op.

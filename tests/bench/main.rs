@@ -149,6 +149,7 @@ async fn seaweed_bucket(tag: &str) -> String {
     bucket
 }
 
+/// Terraform in `dir` with `cli` as its CLI configuration; insist on success.
 fn tf(dir: &Path, cli: &Path, args: &[&str]) -> Output {
     let out = Command::new("terraform")
         .args(args)

@@ -273,14 +273,7 @@ fn a_run_whose_terraform_was_killed_says_so_with_what_it_recorded() {
         .spawn()
         .unwrap();
     common::tf::wait_for_call(&calls, "one", Duration::from_secs(120));
-    let terraform: Vec<u32> = procs::descendants(child.id())
-        .into_iter()
-        .filter(|p| procs::name(*p) == "terraform")
-        .collect();
-    assert!(!terraform.is_empty(), "no terraform under run");
-    for p in &terraform {
-        procs::sigkill(*p);
-    }
+    procs::kill_terraform_under(child.id());
     let out = child.wait_with_output().unwrap();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(137), "{err}");

@@ -262,12 +262,7 @@ fn terraform_killed_after_an_aws_create_returned_leaves_its_record_and_the_next_
     let run_pid = child.id();
     // The wait's create is sleeping: p1's CreateParameter returned, p2's has not started.
     cdf.wait_for("ApplyResourceChange", "wait", Duration::from_secs(240));
-    let tf: Vec<u32> = procs::descendants(run_pid)
-        .into_iter()
-        .filter(|p| procs::name(*p) == "terraform")
-        .collect();
-    assert!(!tf.is_empty(), "no terraform under run");
-    tf.iter().for_each(|p| procs::sigkill(*p));
+    procs::kill_terraform_under(run_pid);
     procs::reap(&mut child, Duration::from_secs(60));
 
     assert_eq!(

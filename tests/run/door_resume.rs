@@ -79,12 +79,7 @@ fn a_saved_plan_killed_midway_resumes_under_its_approval_and_a_changed_rest_is_r
     let run_pid = child.id();
     // The wait's create is sleeping: a[0] and a[1] returned, b[*] have not started.
     cdf.wait_for("ApplyResourceChange", "wait", Duration::from_secs(240));
-    let tf: Vec<u32> = procs::descendants(run_pid)
-        .into_iter()
-        .filter(|p| procs::name(*p) == "terraform")
-        .collect();
-    assert!(!tf.is_empty(), "no terraform under run");
-    tf.iter().for_each(|p| procs::sigkill(*p));
+    procs::kill_terraform_under(run_pid);
     procs::reap(&mut child, Duration::from_secs(60));
     assert_eq!(
         parameters(&prefix),
