@@ -2,15 +2,75 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::sync::{Condvar, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-/// Terraform-heavy tests take turns, so timings in one do not suffer from another.
-static TURN: Mutex<()> = Mutex::new(());
+/// Terraform-heavy tests take turns: a few at once (`CHOUDOUFU_TEST_TURNS`, default 2, one per
+/// core of these machines), and a test that times itself or races a clock alone.
+static TURNS: Mutex<Turns> = Mutex::new(Turns {
+    shared: 0,
+    alone: false,
+    alone_waiting: 0,
+});
+static TURN_FREED: Condvar = Condvar::new();
 
-/// Wait for this test's turn.
-pub fn turn() -> MutexGuard<'static, ()> {
-    TURN.lock().unwrap_or_else(|e| e.into_inner())
+/// Who holds turns now.
+struct Turns {
+    shared: usize,
+    alone: bool,
+    alone_waiting: usize,
+}
+
+/// A test's turn, given back when dropped.
+pub struct Turn {
+    alone: bool,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let mut turns = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+        if self.alone {
+            turns.alone = false;
+        } else {
+            turns.shared -= 1;
+        }
+        TURN_FREED.notify_all();
+    }
+}
+
+/// How many terraform-heavy tests may run at once.
+fn shared_turns() -> usize {
+    static N: LazyLock<usize> = LazyLock::new(|| {
+        std::env::var("CHOUDOUFU_TEST_TURNS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(2)
+    });
+    *N
+}
+
+/// Wait for this test's turn, shared with at most `CHOUDOUFU_TEST_TURNS - 1` others.
+pub fn turn() -> Turn {
+    let mut turns = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+    // A test waiting to run alone goes first, so it is not starved.
+    while turns.alone || turns.alone_waiting > 0 || turns.shared >= shared_turns() {
+        turns = TURN_FREED.wait(turns).unwrap_or_else(|e| e.into_inner());
+    }
+    turns.shared += 1;
+    Turn { alone: false }
+}
+
+/// Wait for a turn no other terraform-heavy test shares: for a test whose assertions time it.
+pub fn turn_alone() -> Turn {
+    let mut turns = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+    turns.alone_waiting += 1;
+    while turns.alone || turns.shared > 0 {
+        turns = TURN_FREED.wait(turns).unwrap_or_else(|e| e.into_inner());
+    }
+    turns.alone_waiting -= 1;
+    turns.alone = true;
+    Turn { alone: true }
 }
 
 /// The real terraform binary; a loud failure when it is missing.

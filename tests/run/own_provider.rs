@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use testkit::cdftest::{Cdftest, Phase, ProviderCall, started};
-use testkit::tf::{Records, Root, must, terraform, text, turn};
+use testkit::tf::{Records, Root, must, terraform, text, turn, turn_alone};
 
 fn fixture() -> &'static Path {
     static DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/terraform-fixtures/cdftest");
@@ -305,7 +305,7 @@ fn through_run_on_a_live_root() {
 fn an_interrupt_stops_a_sleeping_apply() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
-    let _turn = turn();
+    let _turn = turn_alone();
     let cdf = Cdftest::new(false);
     let root = tempfile::tempdir().unwrap();
     std::fs::copy(fixture().join("main.tf"), root.path().join("main.tf")).unwrap();

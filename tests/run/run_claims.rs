@@ -13,7 +13,8 @@ use choudoufu_live::engine::claims;
 use choudoufu_live::engine::layout::Layout;
 use common::Kind;
 use common::tf::{
-    Call, Records, Root, apply_args, calls, kill_group, strs, text, turn, wait, wait_for_call,
+    Call, Records, Root, apply_args, calls, kill_group, strs, text, turn, turn_alone, wait,
+    wait_for_call,
 };
 
 async fn records(kind: Kind) -> Records {
@@ -208,7 +209,7 @@ async fn three_waiting_applies_take_turns(kind: Kind) {
 /// A change of y while another run replaces x, which y depends on: refused before y's provider call.
 async fn a_change_whose_dependency_is_in_flight_is_refused(kind: Kind) {
     let root = Root::new("claims", "deps", &records(kind).await);
-    let _turn = turn();
+    let _turn = turn_alone();
     root.init_and_apply();
     let file = root.path().join("calls");
     let cf = file.display().to_string();
@@ -252,7 +253,7 @@ async fn a_change_whose_dependency_is_in_flight_is_refused(kind: Kind) {
 /// A killed apply's claim stays in the way while its heartbeat is fresh; with `--wait` the next apply takes it over.
 async fn a_killed_runs_claim_is_taken_over(kind: Kind) {
     let root = Root::new("claims", "takeover", &records(kind).await);
-    let _turn = turn();
+    let _turn = turn_alone();
     root.init_and_apply();
     let file = root.path().join("calls");
     let cf = file.display().to_string();

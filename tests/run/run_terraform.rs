@@ -6,7 +6,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::Kind;
-use common::tf::{Records, Root, interval, text, turn, wait};
+use common::tf::{Records, Root, interval, text, turn, turn_alone, wait};
 
 async fn records(kind: Kind) -> Records {
     match kind {
@@ -37,7 +37,7 @@ fn apply_args<'a>(target: &'a str, vars: &'a [String]) -> Vec<&'a str> {
 /// A changes db while B changes dns, each apply taking 5 s: both land, at the same time.
 async fn disjoint_applies_land_together(kind: Kind) {
     let root = Root::new("demo", "two-at-once", &records(kind).await);
-    let _turn = turn();
+    let _turn = turn_alone();
     root.init_and_apply();
     let trace = root.path().join("trace");
     let tv = format!("trace_file={}", trace.display());
