@@ -197,6 +197,12 @@ pub enum Mechanism {
     ConeAge,
     /// A `full` refresh sending every read to the provider (cut: a plan makes a cone whatever the mode).
     FullRefresh,
+    /// The S3 door refusing a request not signed with the run's secret (cut: unsigned requests are served).
+    S3Signature,
+    /// `run` refusing an s3 root with the provider door off (cut: it runs, its providers given the door's endpoint).
+    S3NeedsDoor,
+    /// The S3 door serving each workspace from an estate of its own (cut: every workspace is the default's estate).
+    S3Workspaces,
 }
 
 impl Mechanism {
@@ -292,6 +298,9 @@ impl Mechanism {
         Mechanism::ConeChanges,
         Mechanism::ConeAge,
         Mechanism::FullRefresh,
+        Mechanism::S3Signature,
+        Mechanism::S3NeedsDoor,
+        Mechanism::S3Workspaces,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -387,6 +396,9 @@ impl Mechanism {
             Mechanism::ConeChanges => "cone-changes",
             Mechanism::ConeAge => "cone-age",
             Mechanism::FullRefresh => "full-refresh",
+            Mechanism::S3Signature => "s3-signature",
+            Mechanism::S3NeedsDoor => "s3-needs-door",
+            Mechanism::S3Workspaces => "s3-workspaces",
         }
     }
 

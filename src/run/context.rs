@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::claims::{Heartbeat, Hold};
 use super::command::TfCommand;
 use super::error::RunError;
+use super::s3door::S3Root;
 use super::signals::Signals;
 use super::tally::{RunSummary, RunTally};
 use super::terraform::Terraform;
@@ -18,7 +19,8 @@ use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
 use crate::engine::read_cache::ReadCache;
 use crate::engine::session::{RunInfo, Session};
-use crate::frontdoor::http::{self, Backend, Server};
+use crate::frontdoor::http::{self, Backend};
+use crate::frontdoor::state_server::StateServer as Server;
 use crate::store::{DynStore, KeyRange, WriteGuard};
 
 /// terraform's commands that read no state: `run` starts them without checking the store.
@@ -72,6 +74,8 @@ pub struct Ctx {
     pub heartbeat: Heartbeat,
     /// SIGINT and SIGTERM: a step that can be stopped waits on them.
     pub signals: Signals,
+    /// For a root whose backend is `s3`: what its S3 door serves (none: the http backend).
+    pub s3: Option<S3Root>,
 }
 
 impl Ctx {
@@ -149,8 +153,14 @@ impl Attempt {
     /// Start serving (once) and give the server.
     pub async fn serve(&mut self, ctx: &Ctx) -> Result<&Server, RunError> {
         if self.server.is_none() {
-            let server = http::serve(self.backend.clone()).await?;
-            tracing::info!(url = %server.state_url(), estate = %ctx.config.estate, "serving state for this run");
+            let server = match &ctx.s3 {
+                Some(s3) => Server::S3(
+                    s3.serve(ctx, self.backend.clone(), self.tally.clone())
+                        .await?,
+                ),
+                None => Server::Http(http::serve(self.backend.clone()).await?),
+            };
+            tracing::info!(url = %server.url(), estate = %ctx.config.estate, "serving state for this run");
             self.server = Some(server);
         }
         self.server

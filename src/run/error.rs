@@ -64,6 +64,11 @@ pub enum RunError {
     /// The command line names no command.
     #[error("run needs a command: choudoufu-live run -- terraform apply")]
     NoCommand,
+    /// A root whose backend is `s3` run with the provider door off.
+    #[error(
+        "the root's backend is s3, and `run` serves it through its S3 door, which needs the provider door: with --provider-door=off terraform would start the providers with the door's AWS_ENDPOINT_URL_S3 and credentials, and the AWS provider's own S3 calls would reach the door. Nothing was run; run with the provider door on (the default)"
+    )]
+    S3NeedsProviderDoor,
     /// `CHOUDOUFU_REFRESH` names no refresh mode.
     #[error(transparent)]
     RefreshEnv(#[from] super::args::RefreshEnvError),

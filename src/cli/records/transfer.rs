@@ -9,7 +9,6 @@ use super::address::shown_address;
 use super::estate::open_session;
 use super::out::outln;
 use crate::cli::error::CliError;
-use crate::config::LiveConfig;
 use crate::engine::layout::{Layout, RecordKey};
 use crate::engine::program::ProgramStamp;
 use crate::engine::record::{Record, Writer};
@@ -128,7 +127,7 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
         source,
     })?;
     let split = state::parse(&bytes)?;
-    let config = LiveConfig::load(root)?;
+    let config = crate::config::backend_s3::root_config(root)?;
     let store = store::open(&config.store, root).await;
     let layout = Layout::new(config.estate.clone());
     let run = RunInfo::new(ProgramStamp::detect(root));

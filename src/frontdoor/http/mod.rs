@@ -85,6 +85,11 @@ impl Credentials {
         })
     }
 
+    /// The secret itself, for a door whose protocol signs with it (the S3 door's SigV4).
+    pub fn secret(&self) -> &str {
+        &self.password
+    }
+
     /// Whether an `Authorization` header carries exactly these credentials (compared in constant time).
     pub fn check(&self, authorization: Option<&HeaderValue>) -> Result<(), Refusal> {
         let Some(value) = authorization else {

@@ -1,0 +1,84 @@
+//! `run` on a root whose backend is `s3`: the run's S3 door, serving the selected workspace
+//! through the run's own session and every other workspace through sessions of the run.
+
+use std::sync::Arc;
+
+use super::context::Ctx;
+use super::error::RunError;
+use crate::config::backend_s3::{S3Backend, selected_workspace};
+use crate::cut::{Mechanism, cut};
+use crate::engine::layout::{EstateName, Layout};
+use crate::engine::read_cache::ReadCache;
+use crate::engine::session::{RunInfo, Session};
+use crate::frontdoor::http::{Backend, Tally};
+use crate::frontdoor::plugin::state_store::estate_for;
+use crate::frontdoor::s3::{self, Door, Estates, OpenSession, StateKeys};
+
+/// What a run's S3 door serves: the backend's objects, the `default` workspace's estate, and the workspace terraform will use.
+#[derive(Clone, Debug)]
+pub struct S3Root {
+    /// The backend's bucket, key and workspace prefix.
+    pub keys: StateKeys,
+    /// The estate of the `default` workspace.
+    pub base: EstateName,
+    /// The workspace terraform will use (`TF_WORKSPACE`, else the one selected).
+    pub workspace: String,
+}
+
+impl S3Root {
+    /// The door of `backend` for terraform's arguments `args`, its `default` workspace in estate `base`.
+    pub fn new(backend: &S3Backend, base: EstateName, args: &[String]) -> Self {
+        S3Root {
+            keys: StateKeys {
+                bucket: backend.bucket.clone(),
+                key: backend.key.clone(),
+                prefix: backend.workspace_key_prefix.clone(),
+            },
+            base,
+            workspace: selected_workspace(args),
+        }
+    }
+
+    /// The estate the run itself serves: the selected workspace's.
+    pub fn estate(&self) -> Result<EstateName, RunError> {
+        if cut(Mechanism::S3Workspaces) {
+            return Ok(self.base.clone());
+        }
+        estate_for(&self.base, &self.workspace).map_err(|message| {
+            RunError::Config(crate::config::ConfigError::Invalid {
+                at: "TF_WORKSPACE or the selected workspace".into(),
+                message,
+            })
+        })
+    }
+
+    /// Start the door, the selected workspace served by `main`.
+    pub async fn serve(
+        &self,
+        ctx: &Ctx,
+        main: Arc<Backend>,
+        tally: Arc<dyn Tally>,
+    ) -> Result<s3::Server, RunError> {
+        let store = ctx.store.clone();
+        let guard = ctx.guard.clone();
+        let run = RunInfo {
+            run_id: ctx.run_id.clone(),
+            program: ctx.program.clone(),
+        };
+        let root = ctx.root.clone();
+        let open: OpenSession = Arc::new(move |estate: EstateName| {
+            Session::new(store.clone(), Layout::new(estate), run.clone())
+                .with_guard(guard.clone())
+                .with_cache(Some(ReadCache::for_root(&root)))
+        });
+        let estates = Estates::new(
+            self.base.clone(),
+            self.workspace.clone(),
+            main.clone(),
+            open,
+            tally,
+        );
+        let door = Door::new(self.keys.clone(), Arc::new(estates));
+        Ok(s3::serve(door, main).await?)
+    }
+}
