@@ -1,8 +1,8 @@
 //! The per-run S3 door: terraform's own `backend "s3"` served from the records, one door per
 //! run on loopback, with every workspace an estate of its own.
 //!
-//! Only terraform is pointed at it (`AWS_ENDPOINT_URL_S3` and `AWS_ENDPOINT_URL_STS`, with the
-//! run's own access key and a fresh random secret); every request must carry a SigV4 signature
+//! Only terraform is pointed at it (`AWS_ENDPOINT_URL_S3` and `AWS_ENDPOINT_URL_STS`, and
+//! `HTTP_PROXY` for the virtual-hosted names `<bucket>.127.0.0.1`, with the run's own access key and a fresh random secret); every request must carry a SigV4 signature
 //! made with that secret, checked by `s3s`, and anything else gets 403 before the door reads it.
 //! The state objects are served by [`service::Door`]; STS `GetCallerIdentity` by [`sts`].
 
@@ -22,6 +22,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::SimpleAuth;
+use s3s::host::SingleDomain;
 use s3s::service::{S3Service, S3ServiceBuilder};
 use s3s::{S3Result, s3_error};
 use tokio::net::TcpListener;
@@ -78,7 +79,11 @@ impl Server {
         let url = self.endpoint();
         vec![
             ("AWS_ENDPOINT_URL_S3", url.clone()),
-            ("AWS_ENDPOINT_URL_STS", url),
+            ("AWS_ENDPOINT_URL_STS", url.clone()),
+            // Virtual-hosted requests (`<bucket>.127.0.0.1:<port>`) name no host that resolves:
+            // terraform sends them to the door as its HTTP proxy (loopback itself is never proxied).
+            ("HTTP_PROXY", url.clone()),
+            ("http_proxy", url),
             ("AWS_ACCESS_KEY_ID", ACCESS_KEY.to_string()),
             (
                 "AWS_SECRET_ACCESS_KEY",
@@ -121,6 +126,11 @@ pub async fn serve(door: Door, main: Arc<Backend>) -> std::io::Result<Server> {
     builder.set_auth(SimpleAuth::from_single(ACCESS_KEY, credentials.secret()));
     builder.set_access(SignedOnly);
     builder.set_route(sts::CallerIdentity);
+    let domain = addr.to_string();
+    builder.set_host(
+        SingleDomain::new(&domain)
+            .map_err(|e| std::io::Error::other(format!("the S3 door's address {domain}: {e}")))?,
+    );
     let service = builder.build();
     let (stop, stopped) = watch::channel(false);
     let run_span = tracing::Span::current();
