@@ -137,7 +137,10 @@ impl Door {
                     self.locks.lock().await.insert(ws, body);
                 }
             }
-            Object::Other => return Err(not_served(key)),
+            Object::Other => {
+                tracing::warn!(key, "a write outside the backend's state objects refused");
+                return Err(not_served(key));
+            }
         }
         Ok(tag)
     }

@@ -1,0 +1,295 @@
+//! A root that keeps its `backend "s3"` block, run through `choudoufu-live run` with the real
+//! terraform: its states are served by the run's S3 door from records in the backend's own
+//! bucket, each workspace an estate of its own; two disjoint applies land at once; a state of
+//! about 6 MB is written and read back (terraform 1.11 sends it in one PutObject; the door's
+//! multipart path, which later terraform versions' uploader takes, is tested in s3_door.rs).
+
+use testkit as common;
+
+use std::time::Duration;
+
+use common::s3door::{KEY, S3Root, s3_root};
+use common::tf::{text, turn, wait};
+use common::{s3_endpoint, s3_peer};
+
+/// The root: the real hashicorp/aws provider on moto, two parameters of each of two resources,
+/// named with the workspace.
+const AWS_ROOT: &str = r#"
+terraform {
+  backend "s3" {
+    bucket       = "BUCKET"
+    key          = "team/app.tfstate"
+    region       = "us-east-1"
+    use_lockfile = true
+  }
+  required_providers {
+    aws = {
+      source  = "hashicorp/aws"
+      version = "5.100.0"
+    }
+  }
+}
+
+variable "endpoint" {
+  type = string
+}
+
+variable "prefix" {
+  type = string
+}
+
+variable "a" {
+  type    = string
+  default = "one"
+}
+
+variable "b" {
+  type    = string
+  default = "one"
+}
+
+provider "aws" {
+  region                      = "us-east-1"
+  access_key                  = "testing"
+  secret_key                  = "testing"
+  skip_credentials_validation = true
+  skip_metadata_api_check     = true
+  skip_requesting_account_id  = true
+  endpoints {
+    ssm = var.endpoint
+  }
+}
+
+resource "aws_ssm_parameter" "a" {
+  count          = 2
+  name           = "/${var.prefix}/${terraform.workspace}/a${count.index}"
+  type           = "String"
+  insecure_value = var.a
+}
+
+resource "aws_ssm_parameter" "b" {
+  count          = 2
+  name           = "/${var.prefix}/${terraform.workspace}/b${count.index}"
+  type           = "String"
+  insecure_value = var.b
+}
+
+output "workspace" {
+  value = terraform.workspace
+}
+"#;
+
+async fn keys(bucket: &str, prefix: &str) -> Vec<String> {
+    let store = s3_peer(bucket).await;
+    choudoufu_live::store::list_all(&store, prefix)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.key)
+        .collect()
+}
+
+fn apply<'a>(vars: &'a [String], extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["apply", "-auto-approve", "-input=false"];
+    args.extend_from_slice(extra);
+    for v in vars {
+        args.push("-var");
+        args.push(v);
+    }
+    args
+}
+
+fn pulled(root: &S3Root) -> serde_json::Value {
+    serde_json::from_slice(&root.ok(&["state", "pull"]).stdout).unwrap()
+}
+
+/// The same root with terraform_data in place of the parameters: no provider process.
+const DATA_ROOT: &str = r#"
+terraform {
+  backend "s3" {
+    bucket       = "BUCKET"
+    key          = "team/app.tfstate"
+    region       = "us-east-1"
+    use_lockfile = true
+  }
+}
+
+variable "endpoint" {
+  type = string
+}
+
+variable "prefix" {
+  type = string
+}
+
+variable "a" {
+  type    = string
+  default = "one"
+}
+
+variable "b" {
+  type    = string
+  default = "one"
+}
+
+resource "terraform_data" "a" {
+  count = 2
+  input = { name = "/${var.prefix}/${terraform.workspace}/a${count.index}", value = var.a }
+}
+
+resource "terraform_data" "b" {
+  count = 2
+  input = { name = "/${var.prefix}/${terraform.workspace}/b${count.index}", value = var.b }
+}
+
+output "workspace" {
+  value = terraform.workspace
+}
+"#;
+
+/// Each instance's (name, value) in a pulled state.
+type Named = fn(&serde_json::Value) -> (String, String);
+
+fn instances(state: &serde_json::Value, named: Named) -> Vec<(String, String)> {
+    state["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["instances"].as_array().unwrap().clone())
+        .map(|i| named(&i["attributes"]))
+        .collect()
+}
+
+/// One root, two workspaces, two disjoint applies at once: `kind` is the resource type of
+/// `a` and `b`, `named` reads an instance's name and value.
+async fn workspaces_and_disjoint_applies(root: S3Root, kind: &str, named: Named) {
+    let _turn = turn();
+    let prefix = format!("s3ws-{}", uuid::Uuid::new_v4().simple());
+    let vars = vec![
+        format!("endpoint={}", s3_endpoint()),
+        format!("prefix={prefix}"),
+    ];
+    root.ok(&["init", "-input=false"]);
+    root.ok(&apply(&vars, &[]));
+    // Two applies at once, each changing its own resource's objects.
+    let va = [vars.clone(), vec!["a=two".into()]].concat();
+    let vb = [vars.clone(), vec!["b=two".into()]].concat();
+    let (ta, tb) = (format!("-target={kind}.a"), format!("-target={kind}.b"));
+    let a = root.spawn(&apply(&va, &[&ta]));
+    let b = root.spawn(&apply(&vb, &[&tb]));
+    let (a, b) = (
+        wait(a, Duration::from_secs(180)),
+        wait(b, Duration::from_secs(180)),
+    );
+    for (name, out) in [("A", &a), ("B", &b)] {
+        assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stderr).contains("records 2 updated"),
+            "{name}: {}",
+            text(&out.stderr)
+        );
+    }
+    // A second workspace: its own estate, its objects named with it.
+    root.ok(&["workspace", "new", "dev"]);
+    root.ok(&apply(&vars, &[]));
+    let dev = instances(&pulled(&root), named);
+    assert_eq!(dev.len(), 4, "{dev:?}");
+    assert!(
+        dev.iter().all(|(n, v)| n.contains("/dev/") && v == "one"),
+        "{dev:?}"
+    );
+    let out = root.ok(&["output", "-raw", "workspace"]);
+    assert_eq!(text(&out.stdout).trim(), "dev");
+    let listed = text(&root.ok(&["workspace", "list"]).stdout);
+    assert!(
+        listed.contains("default") && listed.contains("* dev"),
+        "{listed}"
+    );
+    // TF_WORKSPACE is honoured: the default workspace's state, with both applies' values.
+    let default = root
+        .cmd(&["state", "pull"])
+        .env("TF_WORKSPACE", "default")
+        .output()
+        .unwrap();
+    let default: serde_json::Value = serde_json::from_slice(&default.stdout).unwrap();
+    let default = instances(&default, named);
+    assert_eq!(default.len(), 4, "{default:?}");
+    assert!(
+        default
+            .iter()
+            .all(|(n, v)| n.contains("/default/") && v == "two"),
+        "both applies landed: {default:?}"
+    );
+    // Records only, each workspace under its own estate; no state object in the bucket.
+    let all = keys(&root.bucket, "").await;
+    for estate in ["team-app.tfstate", "team-app.tfstate@dev"] {
+        for address in ["a%5B0%5D", "a%5B1%5D", "b%5B0%5D", "b%5B1%5D"] {
+            let key = format!("tofu-records/{estate}/r/{kind}.{address}");
+            assert!(all.contains(&key), "{key} in {all:?}");
+        }
+    }
+    assert!(
+        all.iter().all(|k| k.starts_with("tofu-records/")),
+        "no {KEY} or env:/ object: {all:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn workspaces_of_one_s3_root_are_estates_and_disjoint_applies_land_at_once() {
+    let root = s3_root("s3ws", DATA_ROOT, false).await;
+    workspaces_and_disjoint_applies(root, "terraform_data", |a| {
+        let input = &a["input"]["value"];
+        (
+            input["name"].as_str().unwrap_or_default().to_string(),
+            input["value"].as_str().unwrap_or_default().to_string(),
+        )
+    })
+    .await;
+}
+
+/// The same with the real hashicorp/aws provider on moto (about 90 s: `make reliability`).
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "the real AWS provider, about 90 s: make reliability"]
+async fn aws_workspaces_of_one_s3_root_are_estates_and_disjoint_applies_land_at_once() {
+    let root = s3_root("s3wsaws", AWS_ROOT, true).await;
+    workspaces_and_disjoint_applies(root, "aws_ssm_parameter", |a| {
+        (
+            a["name"].as_str().unwrap_or_default().to_string(),
+            a["insecure_value"].as_str().unwrap_or_default().to_string(),
+        )
+    })
+    .await;
+}
+
+/// terraform_data values of 1 MiB each: a state of about 6 MB.
+const BIG_ROOT: &str = r#"
+terraform {
+  backend "s3" {
+    bucket = "BUCKET"
+    key    = "team/app.tfstate"
+    region = "us-east-1"
+  }
+}
+
+locals {
+  kib = join("", [for i in range(64) : "0123456789abcdef"])
+  mib = join("", [for i in range(1024) : local.kib])
+}
+
+resource "terraform_data" "big" {
+  count = 3
+  input = "${count.index}${local.mib}"
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_state_of_six_megabytes_is_written_and_read_back() {
+    let root = s3_root("s3big", BIG_ROOT, false).await;
+    let _turn = turn();
+    root.ok(&["init", "-input=false"]);
+    root.ok(&["apply", "-auto-approve", "-input=false"]);
+    let state = root.ok(&["state", "pull"]).stdout;
+    assert!(state.len() > 6_000_000, "{} bytes", state.len());
+    let all = keys(&root.bucket, "tofu-records/team-app.tfstate/r/").await;
+    assert_eq!(all.len(), 3, "{all:?}");
+}
