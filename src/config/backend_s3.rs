@@ -71,7 +71,7 @@ impl S3Backend {
                 text: &text,
             };
             for tf in body.get_blocks("terraform") {
-                for backend in tf.body.get_blocks("backend") {
+                if let Some(backend) = tf.body.get_blocks("backend").next() {
                     let kind = match backend.labels.first() {
                         Some(BlockLabel::String(s)) => s.value().to_string(),
                         Some(BlockLabel::Ident(i)) => i.as_str().to_string(),

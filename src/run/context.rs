@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::claims::{Heartbeat, Hold};
 use super::command::TfCommand;
 use super::error::RunError;
-use super::s3door::S3Root;
+use super::s3door::{RunSessions, S3Root};
 use super::signals::Signals;
 use super::tally::{RunSummary, RunTally};
 use super::terraform::Terraform;
@@ -155,8 +155,20 @@ impl Attempt {
         if self.server.is_none() {
             let server = match &ctx.s3 {
                 Some(s3) => Server::S3(
-                    s3.serve(ctx, self.backend.clone(), self.tally.clone())
-                        .await?,
+                    s3.serve(
+                        RunSessions {
+                            store: ctx.store.clone(),
+                            guard: ctx.guard.clone(),
+                            run: RunInfo {
+                                run_id: ctx.run_id.clone(),
+                                program: ctx.program.clone(),
+                            },
+                            root: ctx.root.clone(),
+                        },
+                        self.backend.clone(),
+                        self.tally.clone(),
+                    )
+                    .await?,
                 ),
                 None => Server::Http(http::serve(self.backend.clone()).await?),
             };

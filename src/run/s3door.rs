@@ -1,9 +1,9 @@
 //! `run` on a root whose backend is `s3`: the run's S3 door, serving the selected workspace
 //! through the run's own session and every other workspace through sessions of the run.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::context::Ctx;
 use super::error::RunError;
 use crate::config::backend_s3::{S3Backend, selected_workspace};
 use crate::cut::{Mechanism, cut};
@@ -13,6 +13,19 @@ use crate::engine::session::{RunInfo, Session};
 use crate::frontdoor::http::{Backend, Tally};
 use crate::frontdoor::plugin::state_store::estate_for;
 use crate::frontdoor::s3::{self, Door, Estates, OpenSession, StateKeys};
+use crate::store::{DynStore, WriteGuard};
+
+/// What every session of a run is opened with: its store, write guard, identity and root.
+pub struct RunSessions {
+    /// The record store.
+    pub store: DynStore,
+    /// The store kind's check before the first write.
+    pub guard: Option<Arc<dyn WriteGuard>>,
+    /// The run.
+    pub run: RunInfo,
+    /// The root, whose read cache the sessions share.
+    pub root: PathBuf,
+}
 
 /// What a run's S3 door serves: the backend's objects, the `default` workspace's estate, and the workspace terraform will use.
 #[derive(Clone, Debug)]
@@ -52,20 +65,20 @@ impl S3Root {
         })
     }
 
-    /// Start the door, the selected workspace served by `main`.
+    /// Start the door, the selected workspace served by `main`, any other by a session of run
+    /// `run` on `store` (with its write guard and the read cache of the root at `root`).
     pub async fn serve(
         &self,
-        ctx: &Ctx,
+        sessions: RunSessions,
         main: Arc<Backend>,
         tally: Arc<dyn Tally>,
     ) -> Result<s3::Server, RunError> {
-        let store = ctx.store.clone();
-        let guard = ctx.guard.clone();
-        let run = RunInfo {
-            run_id: ctx.run_id.clone(),
-            program: ctx.program.clone(),
-        };
-        let root = ctx.root.clone();
+        let RunSessions {
+            store,
+            guard,
+            run,
+            root,
+        } = sessions;
         let open: OpenSession = Arc::new(move |estate: EstateName| {
             Session::new(store.clone(), Layout::new(estate), run.clone())
                 .with_guard(guard.clone())

@@ -163,7 +163,7 @@ fn instances(state: &serde_json::Value, named: Named) -> Vec<(String, String)> {
 /// One root, two workspaces, two disjoint applies at once: `kind` is the resource type of
 /// `a` and `b`, `named` reads an instance's name and value.
 async fn workspaces_and_disjoint_applies(root: S3Root, kind: &str, named: Named) {
-    let _turn = turn();
+    let turn = turn();
     let prefix = format!("s3ws-{}", uuid::Uuid::new_v4().simple());
     let vars = vec![
         format!("endpoint={}", s3_endpoint()),
@@ -220,6 +220,7 @@ async fn workspaces_and_disjoint_applies(root: S3Root, kind: &str, named: Named)
             .all(|(n, v)| n.contains("/default/") && v == "two"),
         "both applies landed: {default:?}"
     );
+    drop(turn);
     // Records only, each workspace under its own estate; no state object in the bucket.
     let all = keys(&root.bucket, "").await;
     for estate in ["team-app.tfstate", "team-app.tfstate@dev"] {
@@ -285,11 +286,36 @@ resource "terraform_data" "big" {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_state_of_six_megabytes_is_written_and_read_back() {
     let root = s3_root("s3big", BIG_ROOT, false).await;
-    let _turn = turn();
+    let turn = turn();
     root.ok(&["init", "-input=false"]);
     root.ok(&["apply", "-auto-approve", "-input=false"]);
     let state = root.ok(&["state", "pull"]).stdout;
     assert!(state.len() > 6_000_000, "{} bytes", state.len());
+    drop(turn);
     let all = keys(&root.bucket, "tofu-records/team-app.tfstate/r/").await;
     assert_eq!(all.len(), 3, "{all:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_s3_root_with_the_provider_door_off_is_refused_by_name_and_nothing_runs() {
+    let root = s3_root("s3nodoor", DATA_ROOT, false).await;
+    let out = root
+        .root
+        .run_cmd_with(&["--provider-door=off"], &["init", "-input=false"])
+        .env("AWS_ENDPOINT_URL_S3", s3_endpoint())
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("needs the provider door"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(
+        !root.root.path().join(".terraform").exists(),
+        "terraform was not started"
+    );
+    assert!(keys(&root.bucket, "tofu-records/").await.is_empty());
 }

@@ -203,7 +203,7 @@ fn no_such_key(key: &str) -> S3Error {
 
 fn not_served(key: &str) -> S3Error {
     S3Error::with_message(
-        S3ErrorCode::AccessDenied,
+        S3ErrorCode::MethodNotAllowed,
         format!(
             "this run's door serves only the backend's state objects and their lock files, not {key:?}; nothing was written"
         ),
@@ -301,7 +301,7 @@ impl S3 for Door {
             }
             Object::State(ws) if ws == DEFAULT_WORKSPACE => {
                 return Err(S3Error::with_message(
-                    S3ErrorCode::AccessDenied,
+                    S3ErrorCode::MethodNotAllowed,
                     "the default workspace is the estate: choudoufu-live never deletes an estate whole through a state call; destroy its resources instead. Nothing was deleted.",
                 ));
             }
@@ -316,7 +316,7 @@ impl S3 for Door {
                     }
                     EstateDeleted::HoldsRecords(n) => {
                         return Err(S3Error::with_message(
-                            S3ErrorCode::AccessDenied,
+                            S3ErrorCode::MethodNotAllowed,
                             format!(
                                 "workspace {ws:?} still holds {n} record(s); destroy its resources first. Nothing was deleted."
                             ),
