@@ -214,6 +214,16 @@ pub fn check_stored_s3(args: &[String]) -> Result<(), ConfigError> {
     }
 }
 
+/// Whether terraform's working folder for `args` still names backend `http`: then an s3 block
+/// is where the root is moving to (`init -migrate-state`), and `run` serves the records as the
+/// old http backend, not through the S3 door.
+pub fn stored_is_http(args: &[String]) -> bool {
+    matches!(
+        read_stored_backend(&stored_backend_file(args)),
+        Ok(Some(stored)) if stored.kind == "http"
+    )
+}
+
 /// The workspace terraform will use for `args`: `TF_WORKSPACE`, else the one `workspace select` stored, else `default`.
 pub fn selected_workspace(args: &[String]) -> String {
     if let Ok(ws) = std::env::var("TF_WORKSPACE")

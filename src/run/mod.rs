@@ -31,7 +31,7 @@ mod terraform;
 use std::path::{Path, PathBuf};
 
 use crate::config::LiveConfig;
-use crate::config::backend_s3::{S3Backend, check_stored_s3, root_config};
+use crate::config::backend_s3::{S3Backend, check_stored_s3, root_config, stored_is_http};
 use crate::config::migration::check_backend_for_run;
 use crate::cut::{Mechanism, StockLock, cut};
 use crate::engine::layout::Layout;
@@ -84,7 +84,12 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         return Ok(0);
     }
     let root = effective_root(root, &cmd);
-    let (mut config, s3) = match S3Backend::find(&root)? {
+    let s3_backend = if stored_is_http(rest) {
+        None
+    } else {
+        S3Backend::find(&root)?
+    };
+    let (mut config, s3) = match s3_backend {
         Some(backend) => {
             check_stored_s3(rest)?;
             let config = root_config(&root)?;
