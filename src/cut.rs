@@ -203,6 +203,8 @@ pub enum Mechanism {
     S3NeedsDoor,
     /// The S3 door serving each workspace from an estate of its own (cut: every workspace is the default's estate).
     S3Workspaces,
+    /// `run` refusing an s3 root whose bucket holds terraform's own state at the key (cut: the records are served as if it were not there).
+    S3StockState,
 }
 
 impl Mechanism {
@@ -301,6 +303,7 @@ impl Mechanism {
         Mechanism::S3Signature,
         Mechanism::S3NeedsDoor,
         Mechanism::S3Workspaces,
+        Mechanism::S3StockState,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -399,6 +402,7 @@ impl Mechanism {
             Mechanism::S3Signature => "s3-signature",
             Mechanism::S3NeedsDoor => "s3-needs-door",
             Mechanism::S3Workspaces => "s3-workspaces",
+            Mechanism::S3StockState => "s3-stock-state",
         }
     }
 

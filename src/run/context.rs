@@ -108,8 +108,11 @@ impl Ctx {
         self.store
             .list_range_page(&self.layout.prefix(), &KeyRange::default(), 1, None)
             .await
-            .map(drop)
-            .map_err(RunError::StoreRefused)
+            .map_err(RunError::StoreRefused)?;
+        match &self.s3 {
+            Some(s3) => s3.check_no_stock_state(&self.store, self.cmd.sub()).await,
+            None => Ok(()),
+        }
     }
 
     /// Run terraform with `args` and `env` against `server`, the run's signals passed on.

@@ -93,7 +93,9 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         Some(backend) => {
             check_stored_s3(rest)?;
             let config = root_config(&root)?;
-            let s3 = S3Root::new(&backend, config.estate.clone(), rest);
+            // The record store is the backend's own bucket unless a live.hcl names another.
+            let own_bucket = LiveConfig::load(&root).is_err();
+            let s3 = S3Root::new(&backend, config.estate.clone(), rest, own_bucket);
             (config, Some(s3))
         }
         None => {

@@ -36,11 +36,13 @@ pub struct S3Root {
     pub base: EstateName,
     /// The workspace terraform will use (`TF_WORKSPACE`, else the one selected).
     pub workspace: String,
+    /// Whether the record store is the backend's own bucket (no live.hcl names another).
+    pub own_bucket: bool,
 }
 
 impl S3Root {
     /// The door of `backend` for terraform's arguments `args`, its `default` workspace in estate `base`.
-    pub fn new(backend: &S3Backend, base: EstateName, args: &[String]) -> Self {
+    pub fn new(backend: &S3Backend, base: EstateName, args: &[String], own_bucket: bool) -> Self {
         S3Root {
             keys: StateKeys {
                 bucket: backend.bucket.clone(),
@@ -49,6 +51,7 @@ impl S3Root {
             },
             base,
             workspace: selected_workspace(args),
+            own_bucket,
         }
     }
 
@@ -63,6 +66,30 @@ impl S3Root {
                 message,
             })
         })
+    }
+
+    /// Refuse the run when the backend's bucket (when it is the record store, `store`) holds terraform's
+    /// own state at the selected workspace's key: the door serves records only, and terraform
+    /// would plan to create everything that state holds again. `init` and `state` commands are
+    /// let through: `state push` is how such a state is moved into records.
+    pub async fn check_no_stock_state(
+        &self,
+        store: &DynStore,
+        sub: Option<&str>,
+    ) -> Result<(), RunError> {
+        if !self.own_bucket || matches!(sub, Some("state" | "init")) || cut(Mechanism::S3StockState)
+        {
+            return Ok(());
+        }
+        let key = self.keys.state_key(&self.workspace);
+        let page = store.list_page(&key, None).await?;
+        if page.items.iter().any(|l| l.key == key) {
+            return Err(RunError::StockState {
+                bucket: self.keys.bucket.clone(),
+                key,
+            });
+        }
+        Ok(())
     }
 
     /// Start the door, the selected workspace served by `main`, any other by a session of run

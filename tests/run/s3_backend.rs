@@ -319,3 +319,61 @@ async fn an_s3_root_with_the_provider_door_off_is_refused_by_name_and_nothing_ru
     );
     assert!(keys(&root.bucket, "tofu-records/").await.is_empty());
 }
+
+/// One terraform_data, as a stock s3 backend keeps it at the key before `run`.
+const STOCK_ROOT: &str = r#"
+terraform {
+  backend "s3" {
+    bucket = "BUCKET"
+    key    = "team/app.tfstate"
+    region = "us-east-1"
+  }
+}
+
+resource "terraform_data" "x" {
+  input = "stock"
+}
+"#;
+
+const STOCK_STATE: &str = r#"{"version":4,"terraform_version":"1.11.4","serial":3,"lineage":"0f6e4d52-4a4f-4c43-9a55-5b0d5a1e0001","outputs":{},"resources":[{"mode":"managed","type":"terraform_data","name":"x","provider":"provider[\"terraform.io/builtin/terraform\"]","instances":[{"schema_version":0,"attributes":{"id":"5d3b8c1e-0000-4000-8000-000000000001","input":{"value":"stock","type":"string"},"output":{"value":"stock","type":"string"},"triggers_replace":null},"sensitive_attributes":[]}]}],"check_results":null}"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stock_state_at_the_key_refuses_the_run_until_it_is_moved_into_records() {
+    use choudoufu_live::store::RecordStore;
+    let root = s3_root("s3stock", STOCK_ROOT, false).await;
+    let peer = s3_peer(&root.bucket).await;
+    peer.create(KEY, STOCK_STATE.as_bytes()).await.unwrap();
+    let held = turn();
+    root.ok(&["init", "-input=false"]);
+    let out = root.run(&["plan", "-input=false"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("holds terraform's own state at \"team/app.tfstate\""),
+        "{}",
+        text(&out.stderr)
+    );
+    drop(held);
+    assert!(
+        keys(&root.bucket, "tofu-records/team-app.tfstate/r/")
+            .await
+            .is_empty(),
+        "nothing was written"
+    );
+    // Moved in when told: pushed into records, the stock object moved away.
+    let file = root.root.path().join("stock.tfstate");
+    std::fs::write(&file, STOCK_STATE).unwrap();
+    let held = turn();
+    root.ok(&["state", "push", file.to_str().unwrap()]);
+    drop(held);
+    let stock = peer.get(KEY).await.unwrap().unwrap();
+    peer.delete(KEY, &stock.version).await.unwrap();
+    let _turn = turn();
+    let plan = root.run(&["plan", "-detailed-exitcode", "-input=false"]);
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}{}",
+        text(&plan.stdout),
+        text(&plan.stderr)
+    );
+}
