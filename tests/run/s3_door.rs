@@ -118,12 +118,19 @@ async fn unsigned_and_wrongly_signed_requests_get_403_and_touch_nothing() {
         "{err:?}"
     );
     assert!(keys_in(&store, "").await.is_empty(), "nothing was written");
-    // The run's own secret gets in: no state yet.
+    // The run's own secret gets in: its workspace's fresh state, as the http backend serves it;
+    // another workspace with no state yet is not there.
     let ok = client(&server, &env(&server, "AWS_SECRET_ACCESS_KEY"));
+    ok.head_object()
+        .bucket(BUCKET)
+        .key(KEY)
+        .send()
+        .await
+        .unwrap();
     let err = ok
         .head_object()
         .bucket(BUCKET)
-        .key(KEY)
+        .key(format!("env:/dev/{KEY}"))
         .send()
         .await
         .unwrap_err();

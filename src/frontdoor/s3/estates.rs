@@ -74,6 +74,11 @@ impl Estates {
             .clone())
     }
 
+    /// Whether `ws` is the workspace the run itself serves.
+    pub fn is_main(&self, ws: &str) -> bool {
+        ws == self.current || cut(Mechanism::S3Workspaces)
+    }
+
     /// The run's own backend.
     pub fn main(&self) -> &Arc<Backend> {
         &self.main

@@ -71,7 +71,8 @@ impl Door {
     }
 
     /// A workspace's state document, read again from the records (`fresh`), or the one this
-    /// door served last (the later parts of one ranged download); none when it has no state yet.
+    /// door served last (the later parts of one ranged download); none when another workspace
+    /// than the run's own has no state yet.
     async fn document(&self, ws: &str, fresh: bool) -> S3Result<Option<Bytes>> {
         if !fresh && let Some(doc) = self.served.lock().await.get(ws) {
             return Ok(Some(doc.clone()));
@@ -81,8 +82,12 @@ impl Door {
             .read_document()
             .await
             .map_err(|m| S3Error::with_message(S3ErrorCode::InternalError, m))?;
+        // The run's own workspace is always served a document, as the http backend serves one
+        // (a fresh estate's with its deterministic lineage): terraform then keeps the state it
+        // read, and never reads again before its final write, which would move the session's
+        // base under the records the provider door wrote during the apply.
         let snapshot = backend.session().snapshot().await;
-        if snapshot.estate.is_none() && snapshot.records.is_empty() {
+        if !self.estates.is_main(ws) && snapshot.estate.is_none() && snapshot.records.is_empty() {
             self.served.lock().await.remove(ws);
             return Ok(None);
         }
@@ -111,6 +116,7 @@ impl Door {
         match self.object(bucket, key)? {
             Object::State(ws) => {
                 let backend = self.backend(&ws).await?;
+                tracing::debug!(workspace = %ws, bytes = body.len(), "a state write");
                 backend.write_document(&body).await.map_err(|refused| {
                     let (code, status) = match refused.kind {
                         WriteRefusal::Conflict => (
