@@ -205,6 +205,8 @@ pub enum Mechanism {
     S3Workspaces,
     /// `run` refusing an s3 root whose bucket holds terraform's own state at the key (cut: the records are served as if it were not there).
     S3StockState,
+    /// `records import` leaving choudoufu-live's marker at an adopted key (cut: the stock state stays there).
+    S3AdoptMarker,
 }
 
 impl Mechanism {
@@ -304,6 +306,7 @@ impl Mechanism {
         Mechanism::S3NeedsDoor,
         Mechanism::S3Workspaces,
         Mechanism::S3StockState,
+        Mechanism::S3AdoptMarker,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -403,6 +406,7 @@ impl Mechanism {
             Mechanism::S3NeedsDoor => "s3-needs-door",
             Mechanism::S3Workspaces => "s3-workspaces",
             Mechanism::S3StockState => "s3-stock-state",
+            Mechanism::S3AdoptMarker => "s3-adopt-marker",
         }
     }
 

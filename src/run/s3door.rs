@@ -12,7 +12,7 @@ use crate::engine::read_cache::ReadCache;
 use crate::engine::session::{RunInfo, Session};
 use crate::frontdoor::http::{Backend, Tally};
 use crate::frontdoor::plugin::state_store::estate_for;
-use crate::frontdoor::s3::{self, Door, Estates, OpenSession, StateKeys};
+use crate::frontdoor::s3::{self, Door, Estates, OpenSession, StateKeys, adopted};
 use crate::store::{DynStore, WriteGuard};
 
 /// What every session of a run is opened with: its store, write guard, identity and root.
@@ -83,7 +83,12 @@ impl S3Root {
         }
         let key = self.keys.state_key(&self.workspace);
         let page = store.list_page(&key, None).await?;
-        if page.items.iter().any(|l| l.key == key) {
+        if !page.items.iter().any(|l| l.key == key) {
+            return Ok(());
+        }
+        // `records import` leaves its marker there: an adopted workspace.
+        let found = store.get(&key).await?;
+        if found.is_some_and(|s| !adopted::is_marker(&s.bytes)) {
             return Err(RunError::StockState {
                 bucket: self.keys.bucket.clone(),
                 key,

@@ -377,3 +377,100 @@ async fn a_stock_state_at_the_key_refuses_the_run_until_it_is_moved_into_records
         text(&plan.stderr)
     );
 }
+
+/// Plain terraform (no `run`) on the root's backend at moto, in a data folder of its own.
+fn plain(root: &S3Root, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(common::tf::terraform())
+        .args(args)
+        .current_dir(root.root.path())
+        .env("TF_DATA_DIR", ".plain")
+        .env("TF_CLI_CONFIG_FILE", &root.root.cli_config)
+        .env("TF_IN_AUTOMATION", "1")
+        .env("CHECKPOINT_DISABLE", "1")
+        .env("AWS_ENDPOINT_URL_S3", s3_endpoint())
+        .env("AWS_ENDPOINT_URL_STS", s3_endpoint())
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap()
+}
+
+fn records(root: &S3Root, args: &[&str]) -> std::process::Output {
+    root.root
+        .cli(args)
+        .env("AWS_ENDPOINT_URL_S3", s3_endpoint())
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stock_state_is_adopted_when_told_stock_terraform_is_refused_after_and_leaving_writes_it_back()
+ {
+    use choudoufu_live::store::RecordStore;
+    let root = s3_root("s3adopt", STOCK_ROOT, false).await;
+    let peer = s3_peer(&root.bucket).await;
+    peer.create(KEY, STOCK_STATE.as_bytes()).await.unwrap();
+    let _turn = turn();
+    let init = plain(
+        &root,
+        &[
+            "init",
+            "-input=false",
+            "-backend-config=use_path_style=true",
+        ],
+    );
+    assert!(init.status.success(), "{}", text(&init.stderr));
+    root.ok(&["init", "-input=false"]);
+    // Told: the stock state into records, the marker in its place.
+    let out = records(&root, &["records", "import"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    assert!(
+        text(&out.stdout).contains("1 record(s) created"),
+        "{}",
+        text(&out.stdout)
+    );
+    let plan = root.run(&["plan", "-detailed-exitcode", "-input=false"]);
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "{}{}",
+        text(&plan.stdout),
+        text(&plan.stderr)
+    );
+    // Stock terraform without run refuses to plan, naming choudoufu-live.
+    let stock = plain(&root, &["plan", "-input=false", "-lock=false"]);
+    assert!(!stock.status.success());
+    assert!(
+        text(&stock.stderr).contains("choudoufu-live run"),
+        "{}",
+        text(&stock.stderr)
+    );
+    // Leaving: a plain state at the key, which stock terraform reads with no changes.
+    let out = records(&root, &["records", "export", "--to-backend"]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let stock = plain(
+        &root,
+        &["plan", "-detailed-exitcode", "-input=false", "-lock=false"],
+    );
+    assert_eq!(
+        stock.status.code(),
+        Some(0),
+        "{}{}",
+        text(&stock.stdout),
+        text(&stock.stderr)
+    );
+}

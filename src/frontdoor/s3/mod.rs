@@ -6,6 +6,7 @@
 //! made with that secret, checked by `s3s`, and anything else gets 403 before the door reads it.
 //! The state objects are served by [`service::Door`]; STS `GetCallerIdentity` by [`sts`].
 
+pub mod adopted;
 pub mod estates;
 pub mod keys;
 pub mod service;
