@@ -207,6 +207,8 @@ pub enum Mechanism {
     S3StockState,
     /// `records import` leaving choudoufu-live's marker at an adopted key (cut: the stock state stays there).
     S3AdoptMarker,
+    /// The shim sending a root whose backend is `s3` through `run` (cut: only roots with live.hcl).
+    ShimS3,
 }
 
 impl Mechanism {
@@ -307,6 +309,7 @@ impl Mechanism {
         Mechanism::S3Workspaces,
         Mechanism::S3StockState,
         Mechanism::S3AdoptMarker,
+        Mechanism::ShimS3,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -407,6 +410,7 @@ impl Mechanism {
             Mechanism::S3Workspaces => "s3-workspaces",
             Mechanism::S3StockState => "s3-stock-state",
             Mechanism::S3AdoptMarker => "s3-adopt-marker",
+            Mechanism::ShimS3 => "shim-s3",
         }
     }
 

@@ -474,3 +474,55 @@ async fn a_stock_state_is_adopted_when_told_stock_terraform_is_refused_after_and
         text(&stock.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_shim_sends_an_s3_root_through_run() {
+    let root = s3_root("s3shim", STOCK_ROOT, false).await;
+    let shims = tempfile::tempdir().unwrap();
+    let made = std::process::Command::new(common::tf::bin())
+        .arg("shim")
+        .arg(shims.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let mut dirs = vec![shims.path().to_path_buf()];
+    dirs.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let path = std::env::join_paths(dirs).unwrap();
+    let held = turn();
+    for args in [
+        &["init", "-input=false"][..],
+        &["apply", "-auto-approve", "-input=false"],
+    ] {
+        let out = std::process::Command::new(shims.path().join("terraform"))
+            .args(args)
+            .current_dir(root.root.path())
+            .env("PATH", &path)
+            .env("TF_CLI_CONFIG_FILE", &root.root.cli_config)
+            .env("CHECKPOINT_DISABLE", "1")
+            .env("TF_IN_AUTOMATION", "1")
+            .env("AWS_ENDPOINT_URL_S3", s3_endpoint())
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .env_remove("CHOUDOUFU_TERRAFORM")
+            .env_remove("CHOUDOUFU_SHIM_NEXT")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+    }
+    drop(held);
+    let all = keys(&root.bucket, "").await;
+    assert!(
+        all.contains(&"tofu-records/team-app.tfstate/r/terraform_data.x".to_string()),
+        "{all:?}"
+    );
+    assert!(!all.contains(&KEY.to_string()), "{all:?}");
+}
