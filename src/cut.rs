@@ -405,12 +405,12 @@ impl Mechanism {
             Mechanism::ConeChanges => "cone-changes",
             Mechanism::ConeAge => "cone-age",
             Mechanism::FullRefresh => "full-refresh",
-            Mechanism::S3Signature => "s3-signature",
-            Mechanism::S3NeedsDoor => "s3-needs-door",
-            Mechanism::S3Workspaces => "s3-workspaces",
-            Mechanism::S3StockState => "s3-stock-state",
-            Mechanism::S3AdoptMarker => "s3-adopt-marker",
-            Mechanism::ShimS3 => "shim-s3",
+            Mechanism::S3Signature => "signed-door",
+            Mechanism::S3NeedsDoor => "door-off-refused",
+            Mechanism::S3Workspaces => "workspace-estates",
+            Mechanism::S3StockState => "stock-state-refusal",
+            Mechanism::S3AdoptMarker => "adopt-marker",
+            Mechanism::ShimS3 => "shim-bucket-backend",
         }
     }
 
