@@ -1,11 +1,13 @@
 //! The root's `live` block: in `terraform {}` of a `.tf` file (choudoufu), or at the top of `live.hcl`;
 //! and the root's backend block as `run` needs it ([`migration`]: leaving for another backend).
 //!
-//! By owner: `live` the live block, `backend` the backend checks `run` makes, `migration`
+//! By owner: `live` the live block, `backend` the backend checks `run` makes, `backend_s3`
+//! the `backend "s3"` block `run` serves, `migration`
 //! leaving for another backend, `stored` terraform's stored backend, `run_sets` the settings
 //! `run` gives terraform itself, `files` reading and placing HCL, and `error` what is wrong.
 
 pub mod backend;
+pub mod backend_s3;
 mod error;
 mod files;
 mod live;

@@ -197,6 +197,18 @@ pub enum Mechanism {
     ConeAge,
     /// A `full` refresh sending every read to the provider (cut: a plan makes a cone whatever the mode).
     FullRefresh,
+    /// The S3 door refusing a request not signed with the run's secret (cut: unsigned requests are served).
+    S3Signature,
+    /// `run` refusing an s3 root with the provider door off (cut: it runs, its providers given the door's endpoint).
+    S3NeedsDoor,
+    /// The S3 door serving each workspace from an estate of its own (cut: every workspace is the default's estate).
+    S3Workspaces,
+    /// `run` refusing an s3 root whose bucket holds terraform's own state at the key (cut: the records are served as if it were not there).
+    S3StockState,
+    /// `records import` leaving choudoufu-live's marker at an adopted key (cut: the stock state stays there).
+    S3AdoptMarker,
+    /// The shim sending a root whose backend is `s3` through `run` (cut: only roots with live.hcl).
+    ShimS3,
 }
 
 impl Mechanism {
@@ -292,6 +304,12 @@ impl Mechanism {
         Mechanism::ConeChanges,
         Mechanism::ConeAge,
         Mechanism::FullRefresh,
+        Mechanism::S3Signature,
+        Mechanism::S3NeedsDoor,
+        Mechanism::S3Workspaces,
+        Mechanism::S3StockState,
+        Mechanism::S3AdoptMarker,
+        Mechanism::ShimS3,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -387,6 +405,12 @@ impl Mechanism {
             Mechanism::ConeChanges => "cone-changes",
             Mechanism::ConeAge => "cone-age",
             Mechanism::FullRefresh => "full-refresh",
+            Mechanism::S3Signature => "signed-door",
+            Mechanism::S3NeedsDoor => "door-off-refused",
+            Mechanism::S3Workspaces => "workspace-estates",
+            Mechanism::S3StockState => "stock-state-refusal",
+            Mechanism::S3AdoptMarker => "adopt-marker",
+            Mechanism::ShimS3 => "shim-bucket-backend",
         }
     }
 

@@ -5,7 +5,6 @@ use std::path::Path;
 use clap::Subcommand;
 
 use super::error::CliError;
-use crate::config::LiveConfig;
 use crate::store::azure::{AzureStore, safety as azure_safety};
 use crate::store::error::Reason;
 use crate::store::gcs::{GcsStore, safety as gcs_safety};
@@ -30,7 +29,7 @@ pub enum BucketCommand {
 
 /// Run a `bucket` command.
 pub async fn run(root: &Path, cmd: BucketCommand) -> Result<i32, CliError> {
-    let config = LiveConfig::load(root)?;
+    let config = crate::config::backend_s3::root_config(root)?;
     match (&config.store, cmd) {
         (StoreSettings::Local(local), _) => {
             println!(

@@ -5,6 +5,7 @@
 //! terraform state document and back ([`transfer`]); `recover` writes a run's recovery file ([`recover`]).
 
 mod address;
+mod adopt;
 mod claims;
 mod command;
 mod current;

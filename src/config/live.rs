@@ -112,6 +112,21 @@ impl LiveConfig {
         }
     }
 
+    /// The settings of a root with no live block whose backend names its store: `estate` in
+    /// `store`, every other setting at its default; `source` is the backend block's `file:line`.
+    pub fn from_backend(estate: EstateName, store: StoreSettings, source: String) -> LiveConfig {
+        LiveConfig {
+            estate,
+            store,
+            source,
+            markers: None,
+            provider_door: true,
+            live_markers: true,
+            refresh: RefreshMode::Full,
+            refresh_max_age: DEFAULT_MAX_AGE,
+        }
+    }
+
     /// The local store's folder, made absolute against `root`.
     pub fn local_path(&self, root: &Path) -> Option<PathBuf> {
         match &self.store {

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::claims::{Heartbeat, Hold};
 use super::command::TfCommand;
 use super::error::RunError;
+use super::s3door::{RunSessions, S3Root};
 use super::signals::Signals;
 use super::tally::{RunSummary, RunTally};
 use super::terraform::Terraform;
@@ -18,7 +19,8 @@ use crate::engine::layout::Layout;
 use crate::engine::program::ProgramStamp;
 use crate::engine::read_cache::ReadCache;
 use crate::engine::session::{RunInfo, Session};
-use crate::frontdoor::http::{self, Backend, Server};
+use crate::frontdoor::http::{self, Backend};
+use crate::frontdoor::state_server::StateServer as Server;
 use crate::store::{DynStore, KeyRange, WriteGuard};
 
 /// terraform's commands that read no state: `run` starts them without checking the store.
@@ -72,6 +74,8 @@ pub struct Ctx {
     pub heartbeat: Heartbeat,
     /// SIGINT and SIGTERM: a step that can be stopped waits on them.
     pub signals: Signals,
+    /// For a root whose backend is `s3`: what its S3 door serves (none: the http backend).
+    pub s3: Option<S3Root>,
 }
 
 impl Ctx {
@@ -104,8 +108,11 @@ impl Ctx {
         self.store
             .list_range_page(&self.layout.prefix(), &KeyRange::default(), 1, None)
             .await
-            .map(drop)
-            .map_err(RunError::StoreRefused)
+            .map_err(RunError::StoreRefused)?;
+        match &self.s3 {
+            Some(s3) => s3.check_no_stock_state(&self.store, self.cmd.sub()).await,
+            None => Ok(()),
+        }
     }
 
     /// Run terraform with `args` and `env` against `server`, the run's signals passed on.
@@ -149,8 +156,26 @@ impl Attempt {
     /// Start serving (once) and give the server.
     pub async fn serve(&mut self, ctx: &Ctx) -> Result<&Server, RunError> {
         if self.server.is_none() {
-            let server = http::serve(self.backend.clone()).await?;
-            tracing::info!(url = %server.state_url(), estate = %ctx.config.estate, "serving state for this run");
+            let server = match &ctx.s3 {
+                Some(s3) => Server::S3(
+                    s3.serve(
+                        RunSessions {
+                            store: ctx.store.clone(),
+                            guard: ctx.guard.clone(),
+                            run: RunInfo {
+                                run_id: ctx.run_id.clone(),
+                                program: ctx.program.clone(),
+                            },
+                            root: ctx.root.clone(),
+                        },
+                        self.backend.clone(),
+                        self.tally.clone(),
+                    )
+                    .await?,
+                ),
+                None => Server::Http(http::serve(self.backend.clone()).await?),
+            };
+            tracing::info!(url = %server.url(), estate = %ctx.config.estate, "serving state for this run");
             self.server = Some(server);
         }
         self.server

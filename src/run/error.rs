@@ -64,6 +64,21 @@ pub enum RunError {
     /// The command line names no command.
     #[error("run needs a command: choudoufu-live run -- terraform apply")]
     NoCommand,
+    /// A root whose backend is `s3` run with the provider door off.
+    #[error(
+        "the root's backend is s3, and `run` serves it through its S3 door, which needs the provider door: with --provider-door=off terraform would start the providers with the door's AWS_ENDPOINT_URL_S3 and credentials, and the AWS provider's own S3 calls would reach the door. Nothing was run; run with the provider door on (the default)"
+    )]
+    S3NeedsProviderDoor,
+    /// The backend's bucket holds terraform's own state at the selected workspace's key.
+    #[error(
+        "the bucket {bucket:?} holds terraform's own state at {key:?}: `run` serves this workspace from records only, and terraform would plan to create everything that state holds again. Nothing was run. Move it into records first: `terraform state pull > stock.tfstate` (plain terraform), then `choudoufu-live run -- terraform state push stock.tfstate`, then move the object at {key:?} away (docs/run.md)"
+    )]
+    StockState {
+        /// The bucket.
+        bucket: String,
+        /// The state's key.
+        key: String,
+    },
     /// `CHOUDOUFU_REFRESH` names no refresh mode.
     #[error(transparent)]
     RefreshEnv(#[from] super::args::RefreshEnvError),

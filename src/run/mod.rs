@@ -20,6 +20,7 @@ mod liveness;
 mod outputs;
 mod planned;
 mod remark;
+mod s3door;
 mod say;
 mod signals;
 mod steps;
@@ -30,6 +31,7 @@ mod terraform;
 use std::path::{Path, PathBuf};
 
 use crate::config::LiveConfig;
+use crate::config::backend_s3::{S3Backend, check_stored_s3, root_config, stored_is_http};
 use crate::config::migration::check_backend_for_run;
 use crate::cut::{Mechanism, StockLock, cut};
 use crate::engine::layout::Layout;
@@ -43,6 +45,7 @@ use command::ApplyCommand;
 pub use command::TfCommand;
 use context::{Attempt, Ctx};
 pub use error::{EXIT_CONFLICT, EXIT_IN_FLIGHT, EXIT_PLAN_REFUSED, EXIT_UNWRITTEN, RunError};
+use s3door::S3Root;
 use signals::Signals;
 use terraform::Terraform;
 
@@ -81,9 +84,31 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         return Ok(0);
     }
     let root = effective_root(root, &cmd);
-    let config = LiveConfig::load(&root)?;
-    check_backend_for_run(&root, rest)?;
-    crate::config::check_stored_backend(rest)?;
+    let s3_backend = if stored_is_http(rest) {
+        None
+    } else {
+        S3Backend::find(&root)?
+    };
+    let (mut config, s3) = match s3_backend {
+        Some(backend) => {
+            check_stored_s3(rest)?;
+            let config = root_config(&root)?;
+            // The record store is the backend's own bucket unless a live.hcl names another.
+            let own_bucket = LiveConfig::load(&root).is_err();
+            let s3 = S3Root::new(&backend, config.estate.clone(), rest, own_bucket);
+            (config, Some(s3))
+        }
+        None => {
+            let config = LiveConfig::load(&root)?;
+            check_backend_for_run(&root, rest)?;
+            crate::config::check_stored_backend(rest)?;
+            (config, None)
+        }
+    };
+    if let Some(s3) = &s3 {
+        // The selected workspace's estate is the run's: its records, markers and summary.
+        config.estate = s3.estate()?;
+    }
     let _stock_lock = StockLock::hold_if_cut(config.estate.as_str()).await?;
     let store = store::open(&config.store, &root).await;
     let run = RunInfo::new(ProgramStamp::detect(&root));
@@ -99,6 +124,10 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         Some(switch) => switch == DoorSwitch::On,
         None => config.provider_door,
     } && !cut(Mechanism::ProviderDoor);
+    if !door && s3.is_some() && !cut(Mechanism::S3NeedsDoor) {
+        return Err(RunError::S3NeedsProviderDoor);
+    }
+    let layout = Layout::new(config.estate.clone());
     if !door && matches!(cmd.sub(), Some("apply" | "destroy")) {
         say::provider_door_off();
     }
@@ -119,7 +148,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
                 terraform::DoorCell::new(root.clone(), marking)
             }),
         },
-        layout: Layout::new(config.estate.clone()),
+        layout,
         guard: store::guard_for(&config.store),
         store_name: store.describe(),
         store,
@@ -133,6 +162,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         refresh,
         heartbeat: Heartbeat::new(args.heartbeat),
         signals: Signals::install()?,
+        s3,
     };
     ctx.check_store().await?;
     let apply = match ctx.cmd.sub() {

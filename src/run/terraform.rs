@@ -11,13 +11,16 @@ use tokio::process::Command;
 use super::error::RunError;
 use super::signals::{Caught, Signals};
 use crate::engine::plan::{Plan, PlanJsonError};
-use crate::frontdoor::http::Server;
 use crate::frontdoor::provider::launch::die_with_parent;
 use crate::frontdoor::provider::marking::Marking;
 use crate::frontdoor::provider::{Door, DoorError};
+use crate::frontdoor::state_server::StateServer as Server;
 
-/// Point terraform's `backend "http"` at this run's server, with the run's credentials.
+/// Point terraform's backend at this run's server, with the run's credentials (and none of the user's that would override them).
 pub fn child_env(cmd: &mut Command, server: &Server) {
+    for var in server.cleared_env() {
+        cmd.env_remove(var);
+    }
     cmd.envs(server.terraform_env());
 }
 

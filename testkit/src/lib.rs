@@ -8,6 +8,7 @@ pub mod fault_proxy;
 pub mod latency_proxy;
 pub mod plugin_host;
 pub mod procs;
+pub mod s3door;
 pub mod state;
 pub mod tf;
 

@@ -20,6 +20,8 @@ mod run_markers;
 mod run_outage;
 mod run_store_refused;
 mod run_terraform;
+mod s3_backend;
+mod s3_door;
 mod saved_plans;
 mod shim;
 mod state_push;

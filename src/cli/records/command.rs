@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 
-use super::{claims, current, history, log, out, recover, restore, transfer};
+use super::{adopt, claims, current, history, log, out, recover, restore, transfer};
 use crate::cli::error::CliError;
 
 /// Look at the estate's records, their history, and move state in and out.
@@ -63,16 +63,24 @@ pub enum RecordsCommand {
     )]
     Export {
         /// Write to FILE (private, 0600) instead of stdout.
-        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        #[arg(
+            short = 'o',
+            long = "output",
+            value_name = "FILE",
+            conflicts_with = "to_backend"
+        )]
         output: Option<PathBuf>,
+        /// For a root whose backend is s3: write the state at the selected workspace's key, in place of choudoufu-live's marker (leaving).
+        #[arg(long = "to-backend")]
+        to_backend: bool,
     },
     /// Create records from a terraform state v4 document: conditional creates only.
     #[command(
         long_about = "Create one record per resource instance and output of a terraform state (version 4) document, e.g. a `terraform state pull` of another backend: the way in without running terraform.\n\nOnly creates are made (If-None-Match: *). Before anything is written, every address of the document is checked: if any already has a record in the estate, the import is refused naming them (exit 1) and nothing is written. A record another run creates meanwhile is refused by name (RecordConflictError, exit 4); the others land. Records of other addresses in the estate are left as they are. The store's safety check runs before the first write, as for a run.\n\nA malformed document (not JSON, not version 4, one address twice) is refused before anything is written."
     )]
     Import {
-        /// The state document, e.g. terraform.tfstate.
-        file: PathBuf,
+        /// The state document, e.g. terraform.tfstate; without it, for a root whose backend is s3, the stock state at the selected workspace's key (then replaced by choudoufu-live's marker).
+        file: Option<PathBuf>,
     },
     /// Write the state a run could not write (its recovery file), conditionally on the versions that run read.
     #[command(
@@ -107,8 +115,12 @@ async fn run_one(root: &Path, cmd: RecordsCommand) -> Result<i32, CliError> {
         RecordsCommand::Log { since, address } => {
             log::log(root, since.as_deref(), address.as_deref()).await
         }
-        RecordsCommand::Export { output } => transfer::export(root, output.as_deref()).await,
-        RecordsCommand::Import { file } => transfer::import(root, &file).await,
+        RecordsCommand::Export {
+            to_backend: true, ..
+        } => adopt::export_to_backend(root).await,
+        RecordsCommand::Export { output, .. } => transfer::export(root, output.as_deref()).await,
+        RecordsCommand::Import { file: Some(file) } => transfer::import(root, &file).await,
+        RecordsCommand::Import { file: None } => adopt::import_from_backend(root).await,
         RecordsCommand::Recover { file } => recover::recover(root, &file).await,
     }
 }

@@ -22,7 +22,7 @@ pub(super) struct Estate {
 impl Estate {
     /// Read the live block of `root` and open its store.
     pub(super) async fn open(root: &Path) -> Result<Estate, CliError> {
-        let config = LiveConfig::load(root)?;
+        let config = crate::config::backend_s3::root_config(root)?;
         let store = store::open(&config.store, root).await;
         let layout = Layout::new(config.estate.clone());
         Ok(Estate {
@@ -43,7 +43,7 @@ impl Estate {
 
 /// Open a read-only session on the root's estate.
 pub(super) async fn open_session(root: &Path) -> Result<Session, CliError> {
-    let config = LiveConfig::load(root)?;
+    let config = crate::config::backend_s3::root_config(root)?;
     let store = store::open(&config.store, root).await;
     let layout = Layout::new(config.estate.clone());
     let run = RunInfo::new(ProgramStamp::detect(root));

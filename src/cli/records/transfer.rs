@@ -9,7 +9,6 @@ use super::address::shown_address;
 use super::estate::open_session;
 use super::out::outln;
 use crate::cli::error::CliError;
-use crate::config::LiveConfig;
 use crate::engine::layout::{Layout, RecordKey};
 use crate::engine::program::ProgramStamp;
 use crate::engine::record::{Record, Writer};
@@ -127,10 +126,21 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
         path: file.to_path_buf(),
         source,
     })?;
-    let split = state::parse(&bytes)?;
-    let config = LiveConfig::load(root)?;
-    let store = store::open(&config.store, root).await;
+    let config = crate::config::backend_s3::root_config(root)?;
     let layout = Layout::new(config.estate.clone());
+    import_bytes(root, &bytes, &file.display().to_string(), &config, layout).await
+}
+
+/// Import the state document `bytes` (named `file` in messages) into the estate of `layout`, in the store of `config`.
+pub(super) async fn import_bytes(
+    root: &Path,
+    bytes: &[u8],
+    file: &str,
+    config: &crate::config::LiveConfig,
+    layout: Layout,
+) -> Result<i32, CliError> {
+    let split = state::parse(bytes)?;
+    let store = store::open(&config.store, root).await;
     let run = RunInfo::new(ProgramStamp::detect(root));
     let session = Session::open(store, layout.clone(), run)
         .await?
@@ -146,7 +156,7 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
         eprintln!(
             "choudoufu-live: {}",
             ImportRefused {
-                file: file.display().to_string(),
+                file: file.to_string(),
                 estate: layout.estate().to_string(),
                 addresses: existing,
             }
@@ -156,7 +166,7 @@ pub async fn import(root: &Path, file: &Path) -> Result<i32, CliError> {
     if split.items.is_empty() {
         outln!(
             "{} holds no resources and no outputs: nothing to import into estate {}.",
-            file.display(),
+            file,
             layout.estate()
         );
         return Ok(0);

@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::path::Path;
 
 use crate::config::LIVE_FILE;
+use crate::config::backend_s3::S3Backend;
 use crate::cut::{Mechanism, cut};
 use crate::run::TfCommand;
 
@@ -19,7 +20,7 @@ pub enum Route {
 /// Why a command passes through untouched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Untouched {
-    /// The root (`-chdir`, else the current folder) has no `live.hcl`: it has not opted in.
+    /// The root (`-chdir`, else the current folder) has no `live.hcl` and no `backend "s3"`: it has not opted in.
     NotLive,
     /// The command never reads or writes state.
     Stateless,
@@ -80,9 +81,11 @@ fn stateless(cmd: &TfCommand) -> bool {
     }
 }
 
-/// Whether `dir` is a root that has opted in (it holds `live.hcl`).
+/// Whether `dir` is a root that has opted in: it holds `live.hcl`, or its backend is `s3`
+/// (served by `run`'s S3 door, which refuses a root whose stock state was never adopted).
 pub fn is_live(dir: &Path) -> bool {
     dir.join(LIVE_FILE).is_file()
+        || (!cut(Mechanism::ShimS3) && matches!(S3Backend::find(dir), Ok(Some(_))))
 }
 
 #[cfg(test)]

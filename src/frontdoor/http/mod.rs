@@ -85,6 +85,11 @@ impl Credentials {
         })
     }
 
+    /// The secret itself, for a door whose protocol signs with it (the S3 door's SigV4).
+    pub fn secret(&self) -> &str {
+        &self.password
+    }
+
     /// Whether an `Authorization` header carries exactly these credentials (compared in constant time).
     pub fn check(&self, authorization: Option<&HeaderValue>) -> Result<(), Refusal> {
         let Some(value) = authorization else {
@@ -187,6 +192,91 @@ impl Backend {
     fn note(&self, what: Served<'_>) {
         self.tally.served(what);
     }
+
+    /// Tell the tally of a request refused for its credentials (at any door).
+    pub fn note_unauthorized(&self) {
+        self.note(Served::Unauthorized);
+    }
+
+    /// The largest state document this backend takes, in bytes.
+    pub fn max_body(&self) -> usize {
+        if cut(Mechanism::BodyLimit) {
+            usize::MAX
+        } else {
+            self.max_body
+        }
+    }
+
+    /// Read the estate again and assemble its state document (it becomes the session's base); the error's message is what to tell terraform.
+    pub async fn read_document(&self) -> Result<Vec<u8>, String> {
+        match self.session.refresh().await {
+            Ok(()) => {
+                self.note(Served::Read);
+                Ok(self.session.state_document().await)
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                self.note(Served::Failed(&msg));
+                Err(msg)
+            }
+        }
+    }
+
+    /// Write a state document terraform sent as records: the push guard first, then each changed record conditionally.
+    pub async fn write_document(&self, body: &[u8]) -> Result<(), Refused> {
+        if self.push_guard.load(Ordering::Relaxed) && !cut(Mechanism::PushGuard) {
+            let served = if self.session.snapshot().await.records.is_empty() {
+                None
+            } else {
+                self.session.served().await.map(|(_, serial)| serial)
+            };
+            if let Err(e) = push::check(push::serial_of(body), served) {
+                return Err(self.refused(WriteRefusal::Conflict, e.to_string()));
+            }
+        }
+        match self.session.write_state(body).await {
+            Ok(report) => {
+                self.note(Served::Wrote(&report));
+                report.into_result().map(drop).map_err(|conflict| Refused {
+                    kind: WriteRefusal::Conflict,
+                    message: conflict.to_string(),
+                })
+            }
+            Err(e) => {
+                let kind = match e {
+                    SessionError::State(_) => WriteRefusal::BadDocument,
+                    _ => WriteRefusal::Failed,
+                };
+                Err(self.refused(kind, e.to_string()))
+            }
+        }
+    }
+
+    /// A refusal told to the tally and to terraform.
+    pub fn refused(&self, kind: WriteRefusal, message: String) -> Refused {
+        self.note(Served::Failed(&message));
+        Refused { kind, message }
+    }
+}
+
+/// Why a state write was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteRefusal {
+    /// A record conflict, or a push not made from the state served.
+    Conflict,
+    /// The document is not a state document, or is too large.
+    BadDocument,
+    /// The store or the session failed.
+    Failed,
+}
+
+/// A state write refused: why, and the message for terraform.
+#[derive(Clone, Debug)]
+pub struct Refused {
+    /// Why.
+    pub kind: WriteRefusal,
+    /// What to tell terraform.
+    pub message: String,
 }
 
 /// A running server: its address, the credentials it lets in, and how to stop it.
@@ -354,17 +444,9 @@ async fn handle(
 }
 
 async fn get(backend: &Backend) -> Response {
-    match backend.session.refresh().await {
-        Ok(()) => {
-            backend.note(Served::Read);
-            let doc = backend.session.state_document().await;
-            (StatusCode::OK, [("content-type", "application/json")], doc).into_response()
-        }
-        Err(e) => {
-            let msg = e.to_string();
-            backend.note(Served::Failed(&msg));
-            text(StatusCode::INTERNAL_SERVER_ERROR, format!("{msg}\n"))
-        }
+    match backend.read_document().await {
+        Ok(doc) => (StatusCode::OK, [("content-type", "application/json")], doc).into_response(),
+        Err(msg) => text(StatusCode::INTERNAL_SERVER_ERROR, format!("{msg}\n")),
     }
 }
 
@@ -421,34 +503,15 @@ async fn read_body(
 }
 
 async fn post(backend: &Backend, body: &[u8]) -> Response {
-    if backend.push_guard.load(Ordering::Relaxed) && !cut(Mechanism::PushGuard) {
-        let served = if backend.session.snapshot().await.records.is_empty() {
-            None
-        } else {
-            backend.session.served().await.map(|(_, serial)| serial)
-        };
-        if let Err(e) = push::check(push::serial_of(body), served) {
-            let msg = e.to_string();
-            backend.note(Served::Failed(&msg));
-            return text(StatusCode::CONFLICT, format!("{msg}\n"));
-        }
-    }
-    match backend.session.write_state(body).await {
-        Ok(report) => {
-            backend.note(Served::Wrote(&report));
-            match report.into_result() {
-                Ok(_) => StatusCode::OK.into_response(),
-                Err(conflict) => text(StatusCode::CONFLICT, format!("{conflict}\n")),
-            }
-        }
-        Err(e) => {
-            let msg = e.to_string();
-            backend.note(Served::Failed(&msg));
-            let status = match e {
-                SessionError::State(_) => StatusCode::BAD_REQUEST,
-                _ => StatusCode::INTERNAL_SERVER_ERROR,
+    match backend.write_document(body).await {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(refused) => {
+            let status = match refused.kind {
+                WriteRefusal::Conflict => StatusCode::CONFLICT,
+                WriteRefusal::BadDocument => StatusCode::BAD_REQUEST,
+                WriteRefusal::Failed => StatusCode::INTERNAL_SERVER_ERROR,
             };
-            text(status, format!("{msg}\n"))
+            text(status, format!("{}\n", refused.message))
         }
     }
 }
