@@ -29,11 +29,12 @@ fuzz:
 
 ## make reliability: the long load run and the kill suite, with their figures; the kill rounds on a chained AWS apply
 ## (run, terraform or the plugins SIGKILLed at random, ten rounds: CHOUDOUFU_AWS_KILL_ROUNDS); the AWS door races,
-## three rounds each; the AWS pairs created together, six rounds.
+## three rounds each; the AWS pairs created together, six rounds; an s3-backend root's workspaces with the real AWS provider.
 reliability:
 	scripts/with-moto $(CARGO) test --test reliability --test plugin -- --ignored --nocapture
 	CHOUDOUFU_AWS_RACE_ROUNDS=3 scripts/with-moto $(CARGO) test --test run door_races -- --nocapture
 	CHOUDOUFU_MARKER_ROUNDS=6 scripts/with-moto $(CARGO) test --test run door_pairs::pairs_created_together -- --nocapture
+	scripts/with-moto $(CARGO) test --test run s3_backend::aws_ -- --ignored --nocapture
 
 ## make bench: side by side with terraform's own S3 backend: SeaweedFS behind a 20 ms-per-request proxy (the S3
 ## latency model), and moto; writes docs/bench/RESULTS.md and chart.png (under 15 minutes from a fresh clone, build included).

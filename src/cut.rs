@@ -209,6 +209,8 @@ pub enum Mechanism {
     S3AdoptMarker,
     /// The shim sending a root whose backend is `s3` through `run` (cut: only roots with live.hcl).
     ShimS3,
+    /// The record store of an s3 root taking the backend block's `profile` and `assume_role` (cut: the standard chain alone).
+    S3BlockCredentials,
 }
 
 impl Mechanism {
@@ -310,6 +312,7 @@ impl Mechanism {
         Mechanism::S3StockState,
         Mechanism::S3AdoptMarker,
         Mechanism::ShimS3,
+        Mechanism::S3BlockCredentials,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -411,6 +414,7 @@ impl Mechanism {
             Mechanism::S3StockState => "stock-state-refusal",
             Mechanism::S3AdoptMarker => "adopt-marker",
             Mechanism::ShimS3 => "shim-bucket-backend",
+            Mechanism::S3BlockCredentials => "block-credentials",
         }
     }
 

@@ -11,6 +11,7 @@ use super::error::ConfigError;
 use super::files::{Ctx, at, parse_file, tf_files};
 use super::live::LiveConfig;
 use super::stored::{read_stored_backend, stored_backend_file};
+use crate::cut::{Mechanism, cut};
 use crate::engine::layout::EstateName;
 use crate::store::StoreSettings;
 use crate::store::s3::S3Settings;
@@ -21,7 +22,7 @@ pub const DEFAULT_WORKSPACE_PREFIX: &str = "env:";
 /// The s3 backend settings `run` gives terraform itself (its door's endpoint and credentials),
 /// and the locks and roles that would take terraform elsewhere; set in the block or stored by
 /// `init -backend-config`, they are refused by name.
-pub const S3_SETTINGS_RUN_SETS: [&str; 17] = [
+pub const S3_SETTINGS_RUN_SETS: [&str; 15] = [
     "endpoint",
     "endpoints",
     "sts_endpoint",
@@ -30,11 +31,9 @@ pub const S3_SETTINGS_RUN_SETS: [&str; 17] = [
     "access_key",
     "secret_key",
     "token",
-    "profile",
     "shared_credentials_file",
     "shared_credentials_files",
     "shared_config_files",
-    "assume_role",
     "assume_role_with_web_identity",
     "role_arn",
     "dynamodb_table",
@@ -56,6 +55,10 @@ pub struct S3Backend {
     pub use_path_style: Option<bool>,
     /// `kms_key_id`, if set: the records are encrypted with it too.
     pub kms_key_id: Option<String>,
+    /// `profile`, if set: the record store's credentials come from it.
+    pub profile: Option<String>,
+    /// `assume_role`'s `role_arn`, if set: the record store assumes it.
+    pub role_arn: Option<String>,
     /// `file:line` of the block.
     pub at: String,
 }
@@ -125,6 +128,14 @@ impl S3Backend {
             use_path_style: self.use_path_style,
             kms_key_id: self.kms_key_id.clone(),
             skip_bucket_checks: false,
+            profile: self
+                .profile
+                .clone()
+                .filter(|_| !cut(Mechanism::S3BlockCredentials)),
+            role_arn: self
+                .role_arn
+                .clone()
+                .filter(|_| !cut(Mechanism::S3BlockCredentials)),
         })
     }
 }
@@ -184,13 +195,75 @@ fn read_block(
         region: ctx.string(body, "region", what)?,
         use_path_style: path_style,
         kms_key_id: ctx.string(body, "kms_key_id", what)?,
+        profile: ctx.string(body, "profile", what)?,
+        role_arn: role_arn(ctx, body)?,
         at: at(ctx.file, ctx.text, span),
     })
 }
 
+/// The settings of `assume_role` `run` reads; any other is refused by name.
+const ASSUME_ROLE_READ: [&str; 2] = ["role_arn", "session_name"];
+
+/// `assume_role`'s `role_arn`: as terraform 1.6+ writes it (`assume_role = { role_arn = "..." }`), or as a block.
+fn role_arn(ctx: &Ctx, body: &hcl::edit::structure::Body) -> Result<Option<String>, ConfigError> {
+    let what = "backend \"s3\" assume_role";
+    if let Some(block) = body.get_blocks("assume_role").next() {
+        ctx.only(&block.body, &ASSUME_ROLE_READ, what)?;
+        return match ctx.string(&block.body, "role_arn", what)? {
+            Some(arn) if !arn.is_empty() => Ok(Some(arn)),
+            _ => Err(ctx.invalid(block.span(), format!("{what} has no `role_arn`"))),
+        };
+    }
+    let Some(attr) = body.get_attribute("assume_role") else {
+        return Ok(None);
+    };
+    let hcl::edit::expr::Expression::Object(object) = &attr.value else {
+        return Err(ctx.invalid(
+            attr.span(),
+            format!("{what} must be an object: assume_role = {{ role_arn = \"...\" }}"),
+        ));
+    };
+    let mut arn = None;
+    for (key, value) in object.iter() {
+        let name = match key {
+            hcl::edit::expr::ObjectKey::Ident(i) => i.as_str().to_string(),
+            hcl::edit::expr::ObjectKey::Expression(hcl::edit::expr::Expression::String(s)) => {
+                s.value().to_string()
+            }
+            hcl::edit::expr::ObjectKey::Expression(_) => String::new(),
+        };
+        if !ASSUME_ROLE_READ.contains(&name.as_str()) {
+            return Err(ctx.invalid(
+                attr.span(),
+                format!(
+                    "{what} sets `{name}`; `choudoufu-live run` reads only {}: remove it, or give the role through the standard AWS environment",
+                    ASSUME_ROLE_READ.join(" and ")
+                ),
+            ));
+        }
+        if name == "role_arn" {
+            match value.expr() {
+                hcl::edit::expr::Expression::String(s) if !s.value().is_empty() => {
+                    arn = Some(s.value().to_string())
+                }
+                _ => {
+                    return Err(ctx.invalid(
+                        attr.span(),
+                        format!("{what} `role_arn` must be a plain string literal"),
+                    ));
+                }
+            }
+        }
+    }
+    match arn {
+        Some(arn) => Ok(Some(arn)),
+        None => Err(ctx.invalid(attr.span(), format!("{what} has no `role_arn`"))),
+    }
+}
+
 fn refusal(setting: &str) -> String {
     format!(
-        "backend \"s3\" sets `{setting}`; remove it: `choudoufu-live run` points terraform at its own per-run door with the run's own credentials (give the record store's endpoint, profile or role through the standard AWS environment: AWS_ENDPOINT_URL_S3, AWS_PROFILE, ...; a dynamodb_table lock is not needed, the claims do that work)"
+        "backend \"s3\" sets `{setting}`; remove it: `choudoufu-live run` points terraform at its own per-run door with the run's own credentials (a `profile` and `assume_role` stay in the block; give the record store's endpoint through the standard AWS environment: AWS_ENDPOINT_URL_S3; a dynamodb_table lock is not needed, the claims do that work)"
     )
 }
 
@@ -264,12 +337,28 @@ mod tests {
         for refused in [
             "endpoints = { s3 = \"http://x\" }",
             "endpoints {\n s3 = \"http://x\"\n}",
-            "profile = \"p\"",
             "dynamodb_table = \"t\"",
-            "assume_role {\n role_arn = \"r\"\n}",
+            "assume_role = { role_arn = \"r\", external_id = \"x\" }",
         ] {
             let e = load(&format!("bucket = \"b\"\nkey = \"k\"\n{refused}")).unwrap_err();
             assert!(e.to_string().contains("remove it"), "{refused}: {e}");
+        }
+        // A profile and a role are the record store's, and terraform's own through the door.
+        for (set, profile) in [
+            (
+                "profile = \"p\"\nassume_role = { role_arn = \"arn:r\" }",
+                Some("p"),
+            ),
+            (
+                "assume_role {\n role_arn = \"arn:r\"\n session_name = \"s\"\n}",
+                None,
+            ),
+        ] {
+            let b = load(&format!("bucket = \"b\"\nkey = \"k\"\n{set}"))
+                .unwrap()
+                .unwrap();
+            assert_eq!(b.profile.as_deref(), profile);
+            assert_eq!(b.role_arn.as_deref(), Some("arn:r"));
         }
         let e = load("key = \"k\"").unwrap_err();
         assert!(e.to_string().contains("no `bucket`"), "{e}");

@@ -38,6 +38,8 @@ pub struct S3Root {
     pub workspace: String,
     /// Whether the record store is the backend's own bucket (no live.hcl names another).
     pub own_bucket: bool,
+    /// The backend block's `profile`, which terraform reads from the run's shared files.
+    pub profile: Option<String>,
 }
 
 impl S3Root {
@@ -52,6 +54,7 @@ impl S3Root {
             base,
             workspace: selected_workspace(args),
             own_bucket,
+            profile: backend.profile.clone(),
         }
     }
 
@@ -124,6 +127,6 @@ impl S3Root {
             tally,
         );
         let door = Door::new(self.keys.clone(), Arc::new(estates));
-        Ok(s3::serve(door, main).await?)
+        Ok(s3::serve(door, main, self.profile.as_deref()).await?)
     }
 }

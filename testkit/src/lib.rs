@@ -66,6 +66,8 @@ pub fn s3_settings(bucket: &str) -> S3Settings {
         use_path_style: Some(true),
         kms_key_id: None,
         skip_bucket_checks: false,
+        profile: None,
+        role_arn: None,
     }
 }
 

@@ -132,6 +132,8 @@ fn settings(bucket: &str, endpoint: &str) -> S3Settings {
         use_path_style: Some(true),
         kms_key_id: None,
         skip_bucket_checks: true,
+        profile: None,
+        role_arn: None,
     }
 }
 

@@ -22,6 +22,7 @@ mod run_store_refused;
 mod run_terraform;
 mod s3_backend;
 mod s3_door;
+mod s3_profile;
 mod saved_plans;
 mod shim;
 mod state_push;

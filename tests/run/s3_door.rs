@@ -39,7 +39,7 @@ async fn door(dir: &std::path::Path) -> (s3::Server, DynStore) {
         key: KEY.into(),
         prefix: "env:".into(),
     };
-    let server = s3::serve(Door::new(keys, Arc::new(estates)), main)
+    let server = s3::serve(Door::new(keys, Arc::new(estates)), main, None)
         .await
         .unwrap();
     (server, store)

@@ -57,6 +57,8 @@ pub struct Server {
     /// The loopback address it listens on.
     pub addr: SocketAddr,
     credentials: Arc<Credentials>,
+    /// terraform's own shared config and credentials files, private to the run: the run's credentials under every profile terraform may ask for.
+    files: tempfile::TempDir,
     stop: watch::Sender<bool>,
     task: JoinHandle<()>,
 }
@@ -90,6 +92,18 @@ impl Server {
                 "AWS_SECRET_ACCESS_KEY",
                 self.credentials.secret().to_string(),
             ),
+            (
+                "AWS_SHARED_CREDENTIALS_FILE",
+                self.files
+                    .path()
+                    .join(CREDENTIALS_FILE)
+                    .display()
+                    .to_string(),
+            ),
+            (
+                "AWS_CONFIG_FILE",
+                self.files.path().join(CONFIG_FILE).display().to_string(),
+            ),
         ]
     }
 
@@ -117,16 +131,56 @@ impl S3Access for SignedOnly {
     }
 }
 
+/// The names of terraform's shared credentials and config files in the run's private folder.
+const CREDENTIALS_FILE: &str = "credentials";
+const CONFIG_FILE: &str = "config";
+
+/// terraform's shared files: the run's credentials as the default profile and as `profile`
+/// (the backend block's, which terraform then reads), and no other setting of the user's.
+fn shared_files(
+    credentials: &Credentials,
+    profile: Option<&str>,
+) -> std::io::Result<tempfile::TempDir> {
+    let files = crate::store::private_folder::create("choudoufu-live-s3door-")?;
+    let mut creds = String::new();
+    let mut config = String::new();
+    for name in std::iter::once("default").chain(profile.filter(|p| *p != "default")) {
+        creds.push_str(&format!(
+            "[{name}]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {}\n",
+            credentials.secret()
+        ));
+        let section = if name == "default" {
+            name.to_string()
+        } else {
+            format!("profile {name}")
+        };
+        config.push_str(&format!("[{section}]\n"));
+    }
+    for (file, text) in [(CREDENTIALS_FILE, creds), (CONFIG_FILE, config)] {
+        crate::store::private_file::write_new(&files.path().join(file), text.as_bytes())
+            .map_err(std::io::Error::other)?;
+    }
+    Ok(files)
+}
+
 /// Serve `door` on a free loopback port, to requests signed with a fresh per-run secret only;
-/// `main` is told of each refused request.
-pub async fn serve(door: Door, main: Arc<Backend>) -> std::io::Result<Server> {
+/// `main` is told of each refused request. `profile` is the backend block's, which terraform's
+/// shared files then name.
+pub async fn serve(
+    door: Door,
+    main: Arc<Backend>,
+    profile: Option<&str>,
+) -> std::io::Result<Server> {
     let credentials = Arc::new(Credentials::generate()?);
+    let files = shared_files(&credentials, profile)?;
     let listener = TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
     let mut builder = S3ServiceBuilder::new(door);
     builder.set_auth(SimpleAuth::from_single(ACCESS_KEY, credentials.secret()));
     builder.set_access(SignedOnly);
-    builder.set_route(sts::CallerIdentity);
+    builder.set_route(sts::Sts {
+        credentials: credentials.clone(),
+    });
     let domain = addr.to_string();
     builder.set_host(
         SingleDomain::new(&domain)
@@ -139,6 +193,7 @@ pub async fn serve(door: Door, main: Arc<Backend>) -> std::io::Result<Server> {
     Ok(Server {
         addr,
         credentials,
+        files,
         stop,
         task,
     })

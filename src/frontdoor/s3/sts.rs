@@ -1,6 +1,10 @@
 //! STS `GetCallerIdentity`, which terraform's s3 backend calls to validate its credentials
-//! (unless `skip_credentials_validation`): answered at the door, after the same SigV4 check as
-//! every S3 call, with the run's own identity. Any other STS action is refused by name.
+//! (unless `skip_credentials_validation`), and `AssumeRole`, which it calls for a block's
+//! `assume_role`: answered at the door, after the same SigV4 check as every S3 call, with the
+//! run's own identity and credentials (the record store assumes the role itself). Any other STS
+//! action is refused by name.
+
+use std::sync::Arc;
 
 use hyper::http::Extensions;
 use hyper::{HeaderMap, Method, StatusCode, Uri};
@@ -8,12 +12,62 @@ use s3s::route::S3Route;
 use s3s::{Body, S3Error, S3ErrorCode, S3Request, S3Response, S3Result};
 use serde::Serialize;
 
+use crate::frontdoor::http::Credentials;
+
 /// The account the door's identity names: no AWS account.
 pub const ACCOUNT: &str = "000000000000";
 
 /// The STS requests of terraform's s3 backend: form posts to `/`.
-#[derive(Debug)]
-pub struct CallerIdentity;
+pub struct Sts {
+    /// The run's credentials, which an assumed role's answer hands back.
+    pub credentials: Arc<Credentials>,
+}
+
+impl std::fmt::Debug for Sts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sts").finish_non_exhaustive()
+    }
+}
+
+/// The session token an assumed role's answer carries: the door checks the signature, not the token.
+const SESSION_TOKEN: &str = "choudoufu-live-run-session";
+
+#[derive(Serialize)]
+#[serde(rename = "AssumeRoleResponse")]
+struct RoleAnswer {
+    #[serde(rename = "@xmlns")]
+    xmlns: &'static str,
+    #[serde(rename = "AssumeRoleResult")]
+    result: RoleResult,
+}
+
+#[derive(Serialize)]
+struct RoleResult {
+    #[serde(rename = "Credentials")]
+    credentials: RoleCredentials,
+    #[serde(rename = "AssumedRoleUser")]
+    user: RoleUser,
+}
+
+#[derive(Serialize)]
+struct RoleCredentials {
+    #[serde(rename = "AccessKeyId")]
+    access_key_id: &'static str,
+    #[serde(rename = "SecretAccessKey")]
+    secret_access_key: String,
+    #[serde(rename = "SessionToken")]
+    session_token: &'static str,
+    #[serde(rename = "Expiration")]
+    expiration: String,
+}
+
+#[derive(Serialize)]
+struct RoleUser {
+    #[serde(rename = "AssumedRoleId")]
+    id: String,
+    #[serde(rename = "Arn")]
+    arn: String,
+}
 
 #[derive(Serialize)]
 #[serde(rename = "GetCallerIdentityResponse")]
@@ -35,7 +89,7 @@ struct Identity {
 }
 
 #[async_trait::async_trait]
-impl S3Route for CallerIdentity {
+impl S3Route for Sts {
     fn is_match(
         &self,
         method: &Method,
@@ -61,28 +115,18 @@ impl S3Route for CallerIdentity {
             .find(|(k, _)| k == "Action")
             .map(|(_, v)| v.into_owned())
             .unwrap_or_default();
-        if action != "GetCallerIdentity" {
-            return Err(S3Error::with_message(
-                S3ErrorCode::NotImplemented,
-                format!(
-                    "the run's door answers only STS GetCallerIdentity, not {action:?}: terraform's s3 backend under `choudoufu-live run` uses the run's own credentials"
-                ),
-            ));
-        }
-        let user = req
-            .credentials
-            .as_ref()
-            .map(|c| c.access_key.clone())
-            .unwrap_or_default();
-        let answer = Answer {
-            xmlns: "https://sts.amazonaws.com/doc/2011-06-15/",
-            result: Identity {
-                arn: format!("arn:aws:iam::{ACCOUNT}:user/{user}"),
-                user_id: user,
-                account: ACCOUNT,
-            },
-        };
-        let xml = quick_xml::se::to_string(&answer).map_err(S3Error::internal_error)?;
+        let xml = match action.as_str() {
+            "GetCallerIdentity" => caller_identity(&req),
+            "AssumeRole" => self.assume_role(),
+            _ => {
+                return Err(S3Error::with_message(
+                    S3ErrorCode::NotImplemented,
+                    format!(
+                        "the run's door answers only STS GetCallerIdentity and AssumeRole, not {action:?}: terraform's s3 backend under `choudoufu-live run` uses the run's own credentials"
+                    ),
+                ));
+            }
+        }?;
         let mut response = S3Response::new(Body::from(xml));
         response.status = Some(StatusCode::OK);
         response.headers.insert(
@@ -91,4 +135,53 @@ impl S3Route for CallerIdentity {
         );
         Ok(response)
     }
+}
+
+impl Sts {
+    /// An assumed role's answer: the run's own credentials, for an hour.
+    fn assume_role(&self) -> S3Result<String> {
+        let expires = time::OffsetDateTime::now_utc() + time::Duration::hours(1);
+        let expiration = expires
+            .format(&time::format_description::well_known::Rfc3339)
+            .map_err(S3Error::internal_error)?;
+        let answer = RoleAnswer {
+            xmlns: XMLNS,
+            result: RoleResult {
+                credentials: RoleCredentials {
+                    access_key_id: super::ACCESS_KEY,
+                    secret_access_key: self.credentials.secret().to_string(),
+                    session_token: SESSION_TOKEN,
+                    expiration,
+                },
+                user: RoleUser {
+                    id: format!("{}:choudoufu-live", super::ACCESS_KEY),
+                    arn: format!(
+                        "arn:aws:sts::{ACCOUNT}:assumed-role/choudoufu-live-run/choudoufu-live"
+                    ),
+                },
+            },
+        };
+        quick_xml::se::to_string(&answer).map_err(S3Error::internal_error)
+    }
+}
+
+/// STS's XML namespace.
+const XMLNS: &str = "https://sts.amazonaws.com/doc/2011-06-15/";
+
+/// The caller's identity: the run's.
+fn caller_identity(req: &S3Request<Body>) -> S3Result<String> {
+    let user = req
+        .credentials
+        .as_ref()
+        .map(|c| c.access_key.clone())
+        .unwrap_or_default();
+    let answer = Answer {
+        xmlns: XMLNS,
+        result: Identity {
+            arn: format!("arn:aws:iam::{ACCOUNT}:user/{user}"),
+            user_id: user,
+            account: ACCOUNT,
+        },
+    };
+    quick_xml::se::to_string(&answer).map_err(S3Error::internal_error)
 }

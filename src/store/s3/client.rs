@@ -101,13 +101,28 @@ pub(super) fn conflict_verdict<T, E>(outcome: &Result<T, SdkError<E>>) -> Verdic
 }
 
 impl S3Store {
-    /// A store on the bucket in `settings`, with credentials from the standard chain.
+    /// A store on the bucket in `settings`, with credentials from the standard chain (its profile, and the role it assumes, when set).
     pub async fn connect(settings: &S3Settings) -> Self {
         let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
         if let Some(region) = &settings.region {
             loader = loader.region(Region::new(region.clone()));
         }
-        let shared = loader.load().await;
+        if let Some(profile) = &settings.profile {
+            loader = loader.profile_name(profile);
+        }
+        let mut shared = loader.load().await;
+        if let Some(role) = &settings.role_arn {
+            // The role's credentials, renewed before they expire, from the chain's (or the profile's).
+            let assumed = aws_config::sts::AssumeRoleProvider::builder(role.clone())
+                .session_name("choudoufu-live")
+                .configure(&shared)
+                .build()
+                .await;
+            shared = shared
+                .into_builder()
+                .credentials_provider(aws_sdk_s3::config::SharedCredentialsProvider::new(assumed))
+                .build();
+        }
         let attempt_timeout = std::env::var(ATTEMPT_TIMEOUT_ENV)
             .ok()
             .and_then(|v| v.parse::<u64>().ok())

@@ -19,6 +19,10 @@ pub struct S3Settings {
     pub kms_key_id: Option<String>,
     /// Skip the bucket safety check before the first write (unsafe; logs a warning).
     pub skip_bucket_checks: bool,
+    /// A profile of the shared AWS config and credentials files, for the credentials chain.
+    pub profile: Option<String>,
+    /// A role to assume (STS `AssumeRole`) with the chain's credentials, for every store call.
+    pub role_arn: Option<String>,
 }
 
 impl S3Settings {
@@ -34,6 +38,8 @@ impl S3Settings {
                 "use_path_style",
                 "kms_key_id",
                 "skip_bucket_checks",
+                "profile",
+                "role_arn",
             ],
         )?;
         Ok(S3Settings {
@@ -43,6 +49,8 @@ impl S3Settings {
             use_path_style: r.boolean("use_path_style")?,
             kms_key_id: r.string("kms_key_id")?,
             skip_bucket_checks: r.boolean("skip_bucket_checks")?.unwrap_or(false),
+            profile: r.string("profile")?,
+            role_arn: r.string("role_arn")?,
         })
     }
 }
