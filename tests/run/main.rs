@@ -23,6 +23,7 @@ mod run_terraform;
 mod s3_backend;
 mod s3_door;
 mod s3_profile;
+mod s3_saved;
 mod saved_plans;
 mod shim;
 mod state_push;
