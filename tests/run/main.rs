@@ -22,6 +22,7 @@ mod run_store_refused;
 mod run_terraform;
 mod s3_backend;
 mod s3_door;
+mod s3_outage;
 mod s3_profile;
 mod s3_saved;
 mod saved_plans;
