@@ -197,6 +197,12 @@ pub enum Mechanism {
     ConeAge,
     /// A `full` refresh sending every read to the provider (cut: a plan makes a cone whatever the mode).
     FullRefresh,
+    /// The provider door starting the next plugin in the background as each terraform connection takes a warm one (cut: every plugin after the first starts when a connection asks).
+    WarmSpares,
+    /// The provider door starting for the run's last terraform process only the plugins its plan's provider configurations need, and stopping the idle spare once it ends (cut: one idle spare is kept to the end).
+    SpareBudget,
+    /// Each terraform connection of the provider door getting a plugin of its own (cut: every connection of a provider shares the first one's plugin).
+    OwnPlugin,
 }
 
 impl Mechanism {
@@ -292,6 +298,9 @@ impl Mechanism {
         Mechanism::ConeChanges,
         Mechanism::ConeAge,
         Mechanism::FullRefresh,
+        Mechanism::WarmSpares,
+        Mechanism::SpareBudget,
+        Mechanism::OwnPlugin,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -387,6 +396,9 @@ impl Mechanism {
             Mechanism::ConeChanges => "cone-changes",
             Mechanism::ConeAge => "cone-age",
             Mechanism::FullRefresh => "full-refresh",
+            Mechanism::WarmSpares => "warm-spares",
+            Mechanism::SpareBudget => "spare-budget",
+            Mechanism::OwnPlugin => "own-plugin",
         }
     }
 

@@ -108,6 +108,8 @@ async fn claim_and_apply(
             door.marking().cloned(),
         );
         door.record_returns(Some(recorder.clone()));
+        // The apply is the run's last terraform process: no plugin is started that it will not take.
+        door.last_process(apply.plan);
         recorder
     });
     let applied = steps::apply_pinned_with(
@@ -121,6 +123,7 @@ async fn claim_and_apply(
     .await;
     if let Some(door) = door {
         door.record_returns(None);
+        door.last_process_ended(matches!(applied, Ok(Applied::Ran(_))));
     }
     for crash in recorder.iter().flat_map(|r| r.crashes()) {
         say::provider_crashed(&crash);
