@@ -25,6 +25,7 @@
 
 mod cone;
 mod door;
+mod phases;
 mod rss;
 
 use testkit as common;
@@ -1357,6 +1358,16 @@ fn markdown(results: &Value) -> String {
             ));
         }
     }
+    let phased: Vec<&Value> = results["rows"]
+        .as_array()
+        .map(|rows| rows.iter().filter(|r| r["phases"].is_string()).collect())
+        .unwrap_or_default();
+    if !phased.is_empty() {
+        md.push_str("\n## Where each apply's time goes, phase by phase\n\nOne more apply of the row on each side, untimed, with `TF_LOG=info` (every terraform process of the apply appending to one file) and, through `run`, the provider door's log: the milestones they give, on one timeline from the command's start to its end.\n");
+        for r in phased {
+            md.push_str(r["phases"].as_str().unwrap_or(""));
+        }
+    }
     md.push_str("\n## Where the time goes in the missed goals\n\n");
     let missed: Vec<&Value> = rows.iter().filter(|r| r["met"] == json!(false)).collect();
     if missed.is_empty() {
@@ -1417,7 +1428,8 @@ async fn bench() {
         Err(_) => {}
         Ok("C1") => return c1_alone().await,
         Ok("B6") => return cone::b6_alone().await,
-        Ok(other) => panic!("CHOUDOUFU_BENCH_ONLY={other}: only C1 and B6 run alone"),
+        Ok(which @ ("B8" | "B7/aws")) => return door::alone(which).await,
+        Ok(other) => panic!("CHOUDOUFU_BENCH_ONLY={other}: only C1, B6, B8 and B7/aws run alone"),
     }
     let started = Instant::now();
     let mut rows = vec![];

@@ -22,7 +22,8 @@ const TOOK: &str = "provider door: a terraform connection took a plugin";
 fn two_aliases_in_two_regions_each_reach_their_own_region() {
     let _turn = turn();
     let began = Instant::now();
-    let prefix = "door-aliases";
+    // Its own names in moto, which the other tests of a run share.
+    let prefix = &format!("door-aliases-{}", std::process::id());
     let root = mirror_root("door_aliases", prefix);
     let v = vec![
         "-var".to_string(),
@@ -37,18 +38,10 @@ fn two_aliases_in_two_regions_each_reach_their_own_region() {
         .unwrap();
     let err = text(&out.stderr);
     assert!(out.status.success(), "{}\n{err}", text(&out.stdout));
-    // The plan takes one plugin per alias for its validate walk and one for its plan walk, the
-    // apply one per alias: each was started before it was asked for (the door's first also read
-    // the schema), and no plugin was started that none took.
-    let took: Vec<&str> = err.lines().filter(|l| l.contains(TOOK)).collect();
-    let started = err.lines().filter(|l| l.contains(STARTED)).count();
-    assert_eq!(took.len(), 6, "{err}");
-    assert!(took.iter().all(|l| l.contains("warm=true")), "{err}");
-    assert_eq!(started, 6, "{err}");
     // Each region holds its own alias's parameters and none of the other's.
     let found = boto3(
-        "out = {}\nfor r in sys.argv[2:]:\n    ssm = boto3.client('ssm', **{**kw, 'region_name': r})\n    ps = ssm.get_parameters_by_path(Path='/door-aliases', Recursive=True)['Parameters']\n    out[r] = sorted((p['Name'], p['Value']) for p in ps)\nprint(json.dumps(out))",
-        &["us-east-1", "eu-west-1"],
+        "out = {}\nfor r in sys.argv[3:]:\n    ssm = boto3.client('ssm', **{**kw, 'region_name': r})\n    ps = ssm.get_parameters_by_path(Path='/' + sys.argv[2], Recursive=True)['Parameters']\n    out[r] = sorted((p['Name'], p['Value']) for p in ps)\nprint(json.dumps(out))",
+        &[prefix, "us-east-1", "eu-west-1"],
     );
     let names = |region: &str| -> Vec<(String, String)> {
         serde_json::from_value(found[region].clone()).unwrap()
@@ -60,5 +53,13 @@ fn two_aliases_in_two_regions_each_reach_their_own_region() {
     };
     assert_eq!(names("us-east-1"), pairs("east", "us-east-1"), "{found}");
     assert_eq!(names("eu-west-1"), pairs("west", "eu-west-1"), "{found}");
+    // The plan takes one plugin per alias for its validate walk and one for its plan walk, the
+    // apply one per alias: each was started before it was asked for (the door's first also read
+    // the schema), and no plugin was started that none took.
+    let took: Vec<&str> = err.lines().filter(|l| l.contains(TOOK)).collect();
+    let started = err.lines().filter(|l| l.contains(STARTED)).count();
+    assert_eq!(took.len(), 6, "{err}");
+    assert!(took.iter().all(|l| l.contains("warm=true")), "{err}");
+    assert_eq!(started, 6, "{err}");
     eprintln!("two aliases: {:.1} s", began.elapsed().as_secs_f64());
 }
