@@ -253,14 +253,15 @@ impl Compared {
             .map(|w| {
                 let p = &self.of(*w).peak;
                 format!(
-                    "{} {:.0} MiB ({:.0} MiB of it private anonymous memory; {} provider plugin(s) started, at most {} at once; {} processes in all, {} samples)",
+                    "{} {:.0} MiB ({:.0} MiB of it private anonymous memory; {} provider plugin(s) started, at most {} at once; {} processes in all, {} samples; {})",
                     w.key(),
                     p.rss_mib(),
                     p.anon_mib(),
                     p.plugins(),
                     p.plugins_at_once,
                     p.seen.len(),
-                    p.samples
+                    p.samples,
+                    p.by_process()
                 )
             })
             .collect::<Vec<_>>()
