@@ -91,7 +91,10 @@ async fn claim_and_apply(
         return Ok(Step::Exit(code));
     }
     match claiming::claim(ctx, attempt, apply.set, apply.budget).await? {
-        Claimed::Held(hold) => attempt.hold(hold),
+        Claimed::Held(hold) => {
+            tracing::info!("planned apply: the plan's changes are claimed");
+            attempt.hold(hold);
+        }
         Claimed::Released => return Ok(Step::Again),
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
     }

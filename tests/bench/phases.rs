@@ -75,7 +75,24 @@ fn door_milestone(line: &str) -> Option<String> {
     if line.contains("provider door: stopped an idle spare") {
         return Some("door: the idle spare stopped".into());
     }
-    None
+    let run: &[(&str, &str)] = &[
+        ("serving state for this run", "run: its state server serves"),
+        (
+            "planned apply: the plan is read",
+            "run: the plan is read (show -json ended)",
+        ),
+        (
+            "planned apply: the plan's changes are claimed",
+            "run: the plan's changes are claimed",
+        ),
+        (
+            "the plan's own changes have not moved",
+            "run: the changes have not moved since the plan; the apply starts",
+        ),
+    ];
+    run.iter()
+        .find(|(needle, _)| line.contains(needle))
+        .map(|(_, what)| what.to_string())
 }
 
 /// The time a log line starts with (RFC 3339, UTC), if it does.
@@ -91,9 +108,10 @@ fn stamp(line: &str) -> Option<SystemTime> {
 pub fn timeline(cmd: &mut Command, scratch: &Path) -> Vec<Milestone> {
     let log = scratch.join("tf-phases.log");
     let _ = std::fs::remove_file(&log);
-    cmd.env("TF_LOG", "info")
-        .env("TF_LOG_PATH", &log)
-        .env("CHOUDOUFU_LOG", "choudoufu_live::frontdoor::provider=info");
+    cmd.env("TF_LOG", "info").env("TF_LOG_PATH", &log).env(
+        "CHOUDOUFU_LOG",
+        "choudoufu_live::frontdoor::provider=info,choudoufu_live::run=info",
+    );
     let wall = SystemTime::now();
     let t = Instant::now();
     let out = cmd.output().expect("the timed command starts");
