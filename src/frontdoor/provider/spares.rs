@@ -93,6 +93,9 @@ impl Spares {
     pub async fn take(self: &Arc<Self>, call: &str) -> Result<Taken, LaunchError> {
         let asked = Instant::now();
         let spare = self.slot.lock().ok().and_then(|mut s| s.take());
+        // The next spare starts now, so a connection that asks while this one waits finds it starting.
+        self.spend();
+        self.refill();
         let taken = match spare {
             Some(mut starting) => match (&mut starting.0).await {
                 // A spare that died while it waited is no use: one is started now.
@@ -108,8 +111,6 @@ impl Spares {
             },
             None => self.cold().await,
         };
-        self.spend();
-        self.refill();
         if let Ok(t) = &taken {
             tracing::info!(
                 provider = %self.plugin.address,
