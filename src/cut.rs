@@ -203,6 +203,8 @@ pub enum Mechanism {
     SpareBudget,
     /// Each terraform connection of the provider door getting a plugin of its own (cut: every connection of a provider shares the first one's plugin).
     OwnPlugin,
+    /// The provider door sending the validation calls of a connection that holds no plugin to the idle spare (cut: such a call takes a plugin).
+    SpareValidates,
 }
 
 impl Mechanism {
@@ -301,6 +303,7 @@ impl Mechanism {
         Mechanism::WarmSpares,
         Mechanism::SpareBudget,
         Mechanism::OwnPlugin,
+        Mechanism::SpareValidates,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -399,6 +402,7 @@ impl Mechanism {
             Mechanism::WarmSpares => "warm-spares",
             Mechanism::SpareBudget => "spare-budget",
             Mechanism::OwnPlugin => "own-plugin",
+            Mechanism::SpareValidates => "spare-validates",
         }
     }
 

@@ -282,6 +282,15 @@ const PLUGIN_STREAMS: &[&str] = &[
     "/plugin.GRPCBroker/StartStream",
     "/plugin.GRPCStdio/StreamStdio",
 ];
+/// The validation calls of protocols 5 and 6: they need no configured provider and change nothing in it.
+const VALIDATION_PATHS: &[&str] = &[
+    "/tfplugin5.Provider/PrepareProviderConfig",
+    "/tfplugin6.Provider/ValidateProviderConfig",
+    "/tfplugin5.Provider/ValidateResourceTypeConfig",
+    "/tfplugin6.Provider/ValidateResourceConfig",
+    "/tfplugin5.Provider/ValidateDataSourceConfig",
+    "/tfplugin6.Provider/ValidateDataResourceConfig",
+];
 /// go-plugin's Shutdown, answered at once when the connection has no plugin.
 const SHUTDOWN: &str = "/plugin.GRPCController/Shutdown";
 
@@ -296,6 +305,12 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
     }
     if path == SHUTDOWN && conn.live.get().is_none() {
         return Ok(whole(&ok_empty()));
+    }
+    if conn.live.get().is_none()
+        && VALIDATION_PATHS.contains(&path.as_str())
+        && let Some(validator) = conn.provider.spares.validator().await
+    {
+        return Ok(send(&validator, req.map(|b| b.map_err(BoxError::from).boxed())).await);
     }
     let schema = is_schema_call(&path);
     if schema && let Some(kept) = conn.provider.schema.settled().await {
@@ -518,7 +533,12 @@ async fn forward(live: &Live, req: Request<Incoming>) -> Response<Body> {
 }
 
 /// [`forward`] for a request whose body is already the door's own.
-async fn forward_body(live: &Live, mut req: Request<Body>) -> Response<Body> {
+async fn forward_body(live: &Live, req: Request<Body>) -> Response<Body> {
+    send(&live.sender, req).await
+}
+
+/// Send one request on `sender`, and its answer back as it comes.
+async fn send(sender: &SendRequest<Body>, mut req: Request<Body>) -> Response<Body> {
     let path = req
         .uri()
         .path_and_query()
@@ -533,7 +553,7 @@ async fn forward_body(live: &Live, mut req: Request<Body>) -> Response<Body> {
         Ok(uri) => *req.uri_mut() = uri,
         Err(e) => return unavailable(&format!("provider door: {e}")),
     }
-    match live.sender.clone().send_request(req).await {
+    match sender.clone().send_request(req).await {
         Ok(resp) => resp.map(|b| b.map_err(BoxError::from).boxed()),
         Err(e) => unavailable(&format!(
             "provider door: the provider plugin did not answer: {e}"

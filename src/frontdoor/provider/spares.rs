@@ -9,21 +9,51 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use hyper::client::conn::http2::SendRequest;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::launch::{LaunchError, Launcher, Plugin, START_TIMEOUT, Upstream};
 use super::schema_cache::{Answer, SchemaCache, frame};
 use crate::cut::{Mechanism, cut};
 
-/// A plugin started for no connection yet, running or still starting in the background; dropping it stops the start (and the plugin).
-struct Starting(JoinHandle<Result<Upstream, LaunchError>>);
+/// A connection to an idle spare, for the validation calls of terraform connections that hold no plugin.
+pub type Validator = SendRequest<BoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>>;
+
+/// A plugin started for no connection yet, running or still starting, and its validation connection once it has one; dropping it stops the start (and the plugin).
+struct Starting {
+    task: JoinHandle<Result<Upstream, LaunchError>>,
+    validator: watch::Receiver<Option<Validator>>,
+}
 
 impl Drop for Starting {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
+}
+
+/// A spare made by `made`; once it runs, a connection to it is opened for validation calls.
+fn spare<F>(launcher: Arc<Launcher>, made: F) -> Starting
+where
+    F: std::future::Future<Output = Result<Upstream, LaunchError>> + Send + 'static,
+{
+    let (tx, validator) = watch::channel(None);
+    let task = tokio::spawn(async move {
+        let upstream = made.await?;
+        match upstream.connect(&launcher.identity).await {
+            Ok(sender) => {
+                tx.send_replace(Some(sender));
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "provider door: no validation connection to a spare; validation calls take a plugin");
+            }
+        }
+        Ok(upstream)
+    });
+    Starting { task, validator }
 }
 
 /// Settles a schema cache when dropped, so its waiters never wait for a schema call that was stopped.
@@ -62,7 +92,7 @@ impl Spares {
     ) -> Arc<Spares> {
         let identity_launcher = launcher.clone();
         let address = plugin.address.clone();
-        let first = tokio::spawn(async move {
+        let first = spare(launcher.clone(), async move {
             let settle = SettleOnDrop(schema.clone());
             match tokio::time::timeout(
                 START_TIMEOUT,
@@ -84,7 +114,7 @@ impl Spares {
         Arc::new(Spares {
             plugin,
             launcher,
-            slot: Mutex::new(Some(Starting(first))),
+            slot: Mutex::new(Some(first)),
             budget: Mutex::new(None),
         })
     }
@@ -97,7 +127,7 @@ impl Spares {
         self.spend();
         self.refill();
         let taken = match spare {
-            Some(mut starting) => match (&mut starting.0).await {
+            Some(mut starting) => match (&mut starting.task).await {
                 // A spare that died while it waited is no use: one is started now.
                 Ok(Ok(upstream)) if upstream.pid().is_none() => self.cold().await,
                 Ok(started) => started.map(|upstream| Taken {
@@ -122,6 +152,25 @@ impl Spares {
             );
         }
         taken
+    }
+
+    /// A connection to the idle spare, for a validation call of a terraform connection that holds no plugin (none: no spare, or it cannot be reached).
+    ///
+    /// Validation calls need no configured provider and change nothing in it: the validate
+    /// walk's connections, which terraform keeps open to the end of the process but never
+    /// configures, then hold no plugin of their own, and the spare stays unconfigured.
+    pub async fn validator(&self) -> Option<Validator> {
+        if cut(Mechanism::SpareValidates) {
+            return None;
+        }
+        let mut ready = self
+            .slot
+            .lock()
+            .ok()?
+            .as_ref()
+            .map(|s| s.validator.clone())?;
+        let sender = ready.wait_for(Option::is_some).await.ok()?.clone();
+        sender
     }
 
     /// A plugin started now, for a connection that asked.
@@ -158,9 +207,9 @@ impl Spares {
         {
             let launcher = self.launcher.clone();
             let plugin = self.plugin.clone();
-            *slot = Some(Starting(tokio::spawn(async move {
+            *slot = Some(spare(self.launcher.clone(), async move {
                 launcher.start(&plugin).await
-            })));
+            }));
         }
     }
 
