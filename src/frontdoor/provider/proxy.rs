@@ -11,7 +11,8 @@
 //! call is answered from the provider's [`SchemaCache`], which the first plugin filled before
 //! any connection took it, and go-plugin's broker and stdio streams wait for the plugin, so a
 //! connection that only reads the schema (one per terraform command, and one at the start of
-//! each walk) holds no process at all.
+//! each walk) holds no process at all; nor does one that only validates (the validate walk's),
+//! whose calls go to the idle spare.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};

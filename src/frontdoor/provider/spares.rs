@@ -4,7 +4,9 @@
 //! are answered from the kept answer and no terraform connection holds a plugin only for the
 //! schema. For the run's last terraform process the door is told how many plugins it will
 //! take ([`Spares::expect`]): no more are started than that, and the idle one is stopped once
-//! that process ended ([`Spares::ended`]).
+//! that process ended ([`Spares::ended`]). The idle spare also answers the validation calls
+//! of connections that hold no plugin ([`Spares::validator`]), so terraform's validate walk
+//! holds none.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
