@@ -171,8 +171,8 @@ impl Spares {
             .ok()?
             .as_ref()
             .map(|s| s.validator.clone())?;
-        let sender = ready.wait_for(Option::is_some).await.ok()?.clone();
-        sender
+        let ready = ready.wait_for(Option::is_some).await.ok()?;
+        ready.clone()
     }
 
     /// A plugin started now, for a connection that asked.
