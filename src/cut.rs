@@ -211,6 +211,14 @@ pub enum Mechanism {
     ShimS3,
     /// The record store of an s3 root taking the backend block's `profile` and `assume_role` (cut: the standard chain alone).
     S3BlockCredentials,
+    /// The provider door starting the next plugin in the background as each terraform connection takes a warm one (cut: every plugin after the first starts when a connection asks).
+    WarmSpares,
+    /// The provider door starting for the run's last terraform process only the plugins its plan's provider configurations need, and stopping the idle spare once it ends (cut: one idle spare is kept to the end).
+    SpareBudget,
+    /// Each terraform connection of the provider door getting a plugin of its own (cut: every connection of a provider shares the first one's plugin).
+    OwnPlugin,
+    /// The provider door sending the validation calls of a connection that holds no plugin to the idle spare (cut: such a call takes a plugin).
+    SpareValidates,
 }
 
 impl Mechanism {
@@ -313,6 +321,10 @@ impl Mechanism {
         Mechanism::S3AdoptMarker,
         Mechanism::ShimS3,
         Mechanism::S3BlockCredentials,
+        Mechanism::WarmSpares,
+        Mechanism::SpareBudget,
+        Mechanism::OwnPlugin,
+        Mechanism::SpareValidates,
     ];
 
     /// The name `CHOUDOUFU_CUT` and `scripts/claims.tsv` use.
@@ -415,6 +427,10 @@ impl Mechanism {
             Mechanism::S3AdoptMarker => "adopt-marker",
             Mechanism::ShimS3 => "shim-bucket-backend",
             Mechanism::S3BlockCredentials => "block-credentials",
+            Mechanism::WarmSpares => "warm-spares",
+            Mechanism::SpareBudget => "spare-budget",
+            Mechanism::OwnPlugin => "own-plugin",
+            Mechanism::SpareValidates => "spare-validates",
         }
     }
 

@@ -91,7 +91,10 @@ async fn claim_and_apply(
         return Ok(Step::Exit(code));
     }
     match claiming::claim(ctx, attempt, apply.set, apply.budget).await? {
-        Claimed::Held(hold) => attempt.hold(hold),
+        Claimed::Held(hold) => {
+            tracing::info!("planned apply: the plan's changes are claimed");
+            attempt.hold(hold);
+        }
         Claimed::Released => return Ok(Step::Again),
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
     }
@@ -108,6 +111,8 @@ async fn claim_and_apply(
             door.marking().cloned(),
         );
         door.record_returns(Some(recorder.clone()));
+        // The apply is the run's last terraform process: no plugin is started that it will not take.
+        door.last_process(apply.plan);
         recorder
     });
     let applied = steps::apply_pinned_with(
@@ -121,6 +126,7 @@ async fn claim_and_apply(
     .await;
     if let Some(door) = door {
         door.record_returns(None);
+        door.last_process_ended(matches!(applied, Ok(Applied::Ran(_))));
     }
     for crash in recorder.iter().flat_map(|r| r.crashes()) {
         say::provider_crashed(&crash);

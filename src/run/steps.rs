@@ -40,6 +40,10 @@ pub async fn plan(
     let plan = ctx.tf.show_json(file).await?;
     ctx.tf.check_plan_providers(&plan)?;
     let set = ChangeSet::of(&plan);
+    tracing::info!(
+        changes = set.resources.len(),
+        "planned apply: the plan is read (show -json)"
+    );
     Ok(Plan::Made {
         plan: Box::new(plan),
         set,

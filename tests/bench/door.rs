@@ -20,6 +20,7 @@ use testkit::cdftest::Cdftest;
 use testkit::latency_proxy::{self, Account, Call, account};
 use testkit::tf::{Root, text};
 
+use crate::phases;
 use crate::rss::{self, TreePeak};
 use crate::{
     LATENCY, REPEATS, account_json, host, seaweed_bucket, seaweed_endpoint, seaweed_root, stats,
@@ -252,14 +253,15 @@ impl Compared {
             .map(|w| {
                 let p = &self.of(*w).peak;
                 format!(
-                    "{} {:.0} MiB ({:.0} MiB of it private anonymous memory; {} provider plugin(s) started, at most {} at once; {} processes in all, {} samples)",
+                    "{} {:.0} MiB ({:.0} MiB of it private anonymous memory; {} provider plugin(s) started, at most {} at once; {} processes in all, {} samples; {})",
                     w.key(),
                     p.rss_mib(),
                     p.anon_mib(),
                     p.plugins(),
                     p.plugins_at_once,
                     p.seen.len(),
-                    p.samples
+                    p.samples,
+                    p.by_process()
                 )
             })
             .collect::<Vec<_>>()
@@ -321,6 +323,32 @@ fn measure(
         }
     }
     got
+}
+
+/// Where one more apply's time goes on the stock side and the door's (untimed, run with the
+/// logs on: [`phases`]), as markdown tables; `before` runs ahead of each, as in [`measure`].
+fn phase_tables(
+    id: &str,
+    sides: &[Side],
+    apply: &dyn Fn(&Side, &str) -> Vec<String>,
+    before: &dyn Fn(&Side),
+) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut md = String::new();
+    for side in sides.iter().filter(|s| s.way != Way::Off) {
+        before(side);
+        let args = apply(side, "phases");
+        let got = phases::timeline(&mut side.command(&crate::args(&args)), scratch.path());
+        md.push_str(&phases::table(&format!("{id}, {}", side.way.key()), &got));
+    }
+    md
+}
+
+/// Keep `tables` on the row `id` of `rows`.
+fn keep_phases(rows: &mut [Value], id: &str, tables: String) {
+    if let Some(row) = rows.iter_mut().find(|r| r["id"] == id) {
+        row["phases"] = json!(tables);
+    }
 }
 
 /// The rows of one comparison: `<id>/off` and `<id>/door` against stock, and `<id>/rss`.
@@ -454,6 +482,7 @@ pub async fn b8(rows: &mut Vec<Value>, accounts: &mut Vec<Value>) {
     };
     let pids = |side: &Side| Some(cdf_of(side).calls().iter().map(|c| c.pid).collect());
     let got = measure(&sides, &proxy, B8_ROUNDS, &apply, &before, &pids);
+    let tables = phase_tables("B8", &sides, &apply, &before);
     for (side, cdf) in sides.iter().zip(&providers) {
         assert_eq!(
             cdf.objects().len(),
@@ -479,6 +508,7 @@ pub async fn b8(rows: &mut Vec<Value>, accounts: &mut Vec<Value>) {
             off: "",
         },
     );
+    keep_phases(rows, "B8/door", tables);
 }
 
 /// B7/aws: B7 again on a small root of the real hashicorp/aws 5.100.0 against moto
@@ -527,6 +557,7 @@ pub async fn b7_aws(rows: &mut Vec<Value>, accounts: &mut Vec<Value>) {
         side.first(&crate::args(&apply(side, "first")));
     }
     let got = measure(&sides, &proxy, AWS_ROUNDS, &apply, &|_| {}, &|_| None);
+    let tables = phase_tables("B7/aws", &sides, &apply, &|_| {});
     let split = aws_split(&sides[0], &apply(&sides[0], "split"));
     push_rows(
         rows,
@@ -545,6 +576,34 @@ pub async fn b7_aws(rows: &mut Vec<Value>, accounts: &mut Vec<Value>) {
             off: &format!("; {split}"),
         },
     );
+    keep_phases(rows, "B7/aws/door", tables);
+}
+
+/// `CHOUDOUFU_BENCH_ONLY=B8` or `B7/aws` (`which`): that row alone, its rows, accounts and phase tables printed (peers: moto and SeaweedFS, as `make bench`'s).
+pub async fn alone(which: &str) {
+    let (mut rows, mut accounts) = (Vec::new(), Vec::new());
+    match which {
+        "B8" => b8(&mut rows, &mut accounts).await,
+        _ => b7_aws(&mut rows, &mut accounts).await,
+    }
+    for row in &rows {
+        let mut shown = row.clone();
+        if let Some(o) = shown.as_object_mut() {
+            o.remove("phases");
+        }
+        eprintln!(
+            "{}",
+            serde_json::to_string_pretty(&shown).unwrap_or_default()
+        );
+    }
+    for a in &accounts {
+        eprintln!("{a}");
+    }
+    for row in &rows {
+        if let Some(md) = row["phases"].as_str() {
+            eprintln!("{md}");
+        }
+    }
 }
 
 /// Where B7/aws's time goes, timed on stock's root (`side`) apart: a `plan -out` and a

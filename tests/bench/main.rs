@@ -25,6 +25,7 @@
 
 mod cone;
 mod door;
+mod phases;
 mod rss;
 
 use testkit as common;
@@ -152,15 +153,19 @@ async fn seaweed_bucket(tag: &str) -> String {
 }
 
 /// Terraform in `dir` with `cli` as its CLI configuration; insist on success.
-fn tf(dir: &Path, cli: &Path, args: &[&str]) -> Output {
-    let out = Command::new("terraform")
-        .args(args)
+/// Stock terraform with `args` in `dir` on the CLI configuration `cli`, not yet started.
+fn tf_command(dir: &Path, cli: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("terraform");
+    c.args(args)
         .current_dir(dir)
         .env("CHECKPOINT_DISABLE", "1")
         .env("TF_CLI_CONFIG_FILE", cli)
-        .env("TF_IN_AUTOMATION", "1")
-        .output()
-        .unwrap();
+        .env("TF_IN_AUTOMATION", "1");
+    c
+}
+
+fn tf(dir: &Path, cli: &Path, args: &[&str]) -> Output {
+    let out = tf_command(dir, cli, args).output().unwrap();
     assert!(
         out.status.success(),
         "terraform {args:?}: {}",
@@ -997,12 +1002,35 @@ async fn b7(rows: &mut Vec<Value>, roots: &PlanRoots) {
     );
     let show_s = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&plan_file);
+    // One more apply on each side, untimed, with the logs on: where its time goes.
+    let first = "first=b7-phases";
+    let apply = [
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-var",
+        &nv,
+        "-var",
+        first,
+    ];
+    let scratch = tempfile::tempdir().unwrap();
+    let phases = format!(
+        "{}{}",
+        phases::table(
+            &format!("B7/{n}, stock"),
+            &phases::timeline(&mut tf_command(stock.path(), cli, &apply), scratch.path())
+        ),
+        phases::table(
+            &format!("B7/{n}, run"),
+            &phases::timeline(&mut live.run_cmd(&apply), scratch.path())
+        )
+    );
     let (s, l) = (stats(st), stats(lt));
     let note = format!(
         "run's apply is a planned apply (issue 17): `terraform plan -out`, `terraform show -json` of the plan (to claim its changes before any provider call), then `terraform apply PLAN`, three terraform processes where stock's apply is one. On the stock root a `plan -out` alone takes {plan_s:.2} s and a `show -json` of it {show_s:.2} s; the difference of the medians is {:.2} s",
         l.0 - s.0
     );
-    rows.push(json!({"id": format!("B7/{n}"), "what": format!("terraform apply of one change on {n} resources through run's planned apply with claims, against stock apply with use_lockfile (s; 20 ms per request, SeaweedFS)"), "stock": s, "live": l, "ratio": l.0 / s.0, "goal": "<= 1.25", "met": l.0 / s.0 <= 1.25, "note": note}));
+    rows.push(json!({"id": format!("B7/{n}"), "what": format!("terraform apply of one change on {n} resources through run's planned apply with claims, against stock apply with use_lockfile (s; 20 ms per request, SeaweedFS)"), "stock": s, "live": l, "ratio": l.0 / s.0, "goal": "<= 1.25", "met": l.0 / s.0 <= 1.25, "note": note, "phases": phases}));
 }
 
 /// B5: conditional record writes per second, local and moto, at concurrency 1, 8 and 32.
@@ -1359,6 +1387,16 @@ fn markdown(results: &Value) -> String {
             ));
         }
     }
+    let phased: Vec<&Value> = results["rows"]
+        .as_array()
+        .map(|rows| rows.iter().filter(|r| r["phases"].is_string()).collect())
+        .unwrap_or_default();
+    if !phased.is_empty() {
+        md.push_str("\n## Where each apply's time goes, phase by phase\n\nOne more apply of the row on each side, untimed, with `TF_LOG=info` (every terraform process of the apply appending to one file) and, through `run`, the provider door's log: the milestones they give, on one timeline from the command's start to its end.\n");
+        for r in phased {
+            md.push_str(r["phases"].as_str().unwrap_or(""));
+        }
+    }
     md.push_str("\n## Where the time goes in the missed goals\n\n");
     let missed: Vec<&Value> = rows.iter().filter(|r| r["met"] == json!(false)).collect();
     if missed.is_empty() {
@@ -1412,6 +1450,24 @@ fn markdown(results: &Value) -> String {
     md
 }
 
+/// `CHOUDOUFU_BENCH_ONLY=B7`: B7 at 1,000 alone, on its roots under the latency model; its row and phase tables printed.
+async fn b7_alone() {
+    let roots = plan_roots_on(size(1000), false).await;
+    let mut rows = Vec::new();
+    b7(&mut rows, &roots).await;
+    for row in &rows {
+        let mut shown = row.clone();
+        if let Some(o) = shown.as_object_mut() {
+            o.remove("phases");
+        }
+        eprintln!(
+            "{}",
+            serde_json::to_string_pretty(&shown).unwrap_or_default()
+        );
+        eprintln!("{}", row["phases"].as_str().unwrap_or(""));
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "make bench"]
 async fn bench() {
@@ -1419,7 +1475,11 @@ async fn bench() {
         Err(_) => {}
         Ok("C1") => return c1_alone().await,
         Ok("B6") => return cone::b6_alone().await,
-        Ok(other) => panic!("CHOUDOUFU_BENCH_ONLY={other}: only C1 and B6 run alone"),
+        Ok(which @ ("B8" | "B7/aws")) => return door::alone(which).await,
+        Ok("B7") => return b7_alone().await,
+        Ok(other) => {
+            panic!("CHOUDOUFU_BENCH_ONLY={other}: only C1, B6, B7, B8 and B7/aws run alone")
+        }
     }
     let started = Instant::now();
     let mut rows = vec![];

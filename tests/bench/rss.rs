@@ -31,6 +31,10 @@ pub struct TreePeak {
     pub plugins_at_once: usize,
     /// Samples taken.
     pub samples: usize,
+    /// The sample of the largest sum, by process name: how many processes, and their `VmRSS` in KiB.
+    pub at_peak: BTreeMap<String, (usize, u64)>,
+    /// Each process's own largest `VmRSS` over the samples, in KiB, by pid.
+    pub own_peak: BTreeMap<i32, u64>,
 }
 
 impl TreePeak {
@@ -47,6 +51,28 @@ impl TreePeak {
     /// The peak sum of `RssAnon` in MiB.
     pub fn anon_mib(&self) -> f64 {
         self.anon_kib as f64 / 1024.0
+    }
+
+    /// The peak by process, as the notes give it: at the largest sum, each name's count and MiB; then each process's own peak.
+    pub fn by_process(&self) -> String {
+        let at: Vec<String> = self
+            .at_peak
+            .iter()
+            .map(|(name, (n, kib))| format!("{n} {name} {:.0} MiB", *kib as f64 / 1024.0))
+            .collect();
+        let own: Vec<String> = self
+            .own_peak
+            .iter()
+            .map(|(pid, kib)| {
+                let name = self.seen.get(pid).map_or("?", String::as_str);
+                format!("{name} {:.0}", *kib as f64 / 1024.0)
+            })
+            .collect();
+        format!(
+            "at the peak: {}; each process's own peak (MiB, by start): {}",
+            at.join(", "),
+            own.join(", ")
+        )
     }
 }
 
@@ -100,6 +126,7 @@ fn sample(tree: &mut BTreeSet<i32>, peak: &mut TreePeak) {
         }
     }
     let (mut rss, mut anon, mut plugins) = (0, 0, 0);
+    let mut by_name: BTreeMap<String, (usize, u64)> = BTreeMap::new();
     for pid in tree.iter() {
         let Some((_, name)) = parents.get(pid) else {
             continue;
@@ -111,9 +138,17 @@ fn sample(tree: &mut BTreeSet<i32>, peak: &mut TreePeak) {
         peak.seen.insert(*pid, name.clone());
         rss += r;
         anon += a;
+        let own = peak.own_peak.entry(*pid).or_default();
+        *own = (*own).max(r);
+        let named = by_name.entry(name.clone()).or_default();
+        named.0 += 1;
+        named.1 += r;
         if is_plugin(name) && r > 0 {
             plugins += 1;
         }
+    }
+    if rss > peak.rss_kib {
+        peak.at_peak = by_name;
     }
     peak.rss_kib = peak.rss_kib.max(rss);
     peak.anon_kib = peak.anon_kib.max(anon);

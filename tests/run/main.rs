@@ -4,6 +4,7 @@ mod aws_door;
 mod cone;
 mod cone_saved;
 mod door;
+mod door_aliases;
 mod door_crash;
 mod door_guard;
 mod door_markers;

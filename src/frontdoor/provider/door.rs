@@ -9,7 +9,7 @@ use thiserror::Error;
 
 use super::client_tls::ClientIdentity;
 use super::cone::ConeReads;
-use super::launch::{LaunchError, Plugin};
+use super::launch::{LaunchError, Launcher, Plugin};
 use super::lockfile::{self, LOCK_FILE, LockfileError, ProviderAddress};
 use super::marking::Marking;
 use super::probe::{Probe, ProbeError};
@@ -97,9 +97,11 @@ impl Door {
         }
         let folder = private_folder().map_err(DoorError::Folder)?;
         let shared = Arc::new(Shared {
-            identity: ClientIdentity::generate()?,
-            sockets: folder.path().to_path_buf(),
-            launches: AtomicUsize::new(0),
+            launcher: Arc::new(Launcher {
+                identity: ClientIdentity::generate()?,
+                sockets: folder.path().to_path_buf(),
+                launches: AtomicUsize::new(0),
+            }),
             recorder: std::sync::Mutex::new(None),
             marking,
             configs: std::sync::Mutex::new(Vec::new()),
@@ -195,20 +197,57 @@ impl Door {
             .iter()
             .find(|p| *p.address() == configured.provider)
             .ok_or(ProbeError::NotConfigured)?;
-        let probe = Probe::start(proxied.plugin(), &self.shared, &configured.message).await?;
-        self.shared.launches.fetch_add(1, Ordering::Relaxed);
-        Ok(probe)
+        Probe::start(proxied.plugin(), &self.shared, &configured.message).await
     }
 
     /// How many plugin processes the door has started.
     pub fn launches(&self) -> usize {
-        self.shared.launches.load(Ordering::Relaxed)
+        self.shared.launcher.launches.load(Ordering::Relaxed)
     }
 
     /// Refuse a plan that uses a provider neither proxied nor built in.
     pub fn check_plan(&self, plan: &Plan) -> Result<(), DoorError> {
         check_plan(&self.proxied(), plan)
     }
+
+    /// The run's last terraform process is about to apply `plan`: each provider gets ready as many plugins as the plan configures it, and no more.
+    pub fn last_process(&self, plan: &Plan) {
+        let named = plan.providers();
+        for p in &self.providers {
+            p.spares().expect(plugins_needed(plan, &named, p.address()));
+        }
+    }
+
+    /// The process [`Door::last_process`] was for ended (`ran`), or never started: once it ran, no plugin is idle.
+    pub fn last_process_ended(&self, ran: bool) {
+        for p in &self.providers {
+            p.spares().ended(ran);
+        }
+    }
+}
+
+/// How many plugins of `provider` terraform takes to apply `plan` (`named`: the providers it names): one per configuration of it that a resource uses, one when none is found, none when the plan does not use it.
+fn plugins_needed(plan: &Plan, named: &BTreeSet<String>, provider: &ProviderAddress) -> usize {
+    let is = |name: &str| ProviderAddress::parse(name).is_some_and(|a| a == *provider);
+    if !named.iter().any(|n| is(n)) {
+        return 0;
+    }
+    let configs = &plan.configuration.provider_config;
+    let mut used = BTreeSet::new();
+    let mut modules = vec![&plan.configuration.root_module];
+    while let Some(m) = modules.pop() {
+        modules.extend(m.module_calls.values().map(|c| &c.module));
+        used.extend(m.resources.iter().filter_map(|r| {
+            let key = r.provider_config_key.as_deref()?;
+            configs
+                .get(key)?
+                .full_name
+                .as_deref()
+                .is_some_and(is)
+                .then_some(key)
+        }));
+    }
+    used.len().max(1)
 }
 
 /// Refuse `plan` if it names a provider that is neither in `proxied` nor built in.
@@ -276,5 +315,30 @@ mod tests {
         // An address key that does not match is no match (a tofu key for a terraform lock file).
         let tf_random = ProviderAddress::parse("registry.terraform.io/hashicorp/random").unwrap();
         assert!(check_plan(&BTreeSet::from([&aws, &tf_random]), &plan).is_err());
+        // aws has one configuration no resource uses, random none of its own, tf_random is not used at all: one, one, none.
+        let named = plan.providers();
+        assert_eq!(plugins_needed(&plan, &named, &aws), 1);
+        assert_eq!(plugins_needed(&plan, &named, &random), 1);
+        assert_eq!(plugins_needed(&plan, &named, &tf_random), 0);
+        // Two aliases each used by a resource, one in a module, and a configuration no resource uses: two.
+        let two = Plan::from_value(serde_json::json!({
+            "resource_changes": [{"address": "aws_s3_bucket.b", "provider_name": "registry.terraform.io/hashicorp/aws"}],
+            "configuration": {
+                "provider_config": {
+                    "aws": {"full_name": "registry.terraform.io/hashicorp/aws"},
+                    "aws.east": {"full_name": "registry.terraform.io/hashicorp/aws"},
+                    "aws.west": {"full_name": "registry.terraform.io/hashicorp/aws"}
+                },
+                "root_module": {
+                    "resources": [{"address": "aws_s3_bucket.b", "provider_config_key": "aws.east"}],
+                    "module_calls": {"m": {"module": {"resources": [
+                        {"address": "aws_s3_bucket.c", "provider_config_key": "aws.west"},
+                        {"address": "aws_s3_bucket.d", "provider_config_key": "aws.west"}
+                    ]}}}
+                }
+            }
+        }))
+        .unwrap();
+        assert_eq!(plugins_needed(&two, &two.providers(), &aws), 2);
     }
 }

@@ -191,6 +191,26 @@ pub struct Plugin {
     pub cwd: PathBuf,
 }
 
+/// What every plugin of one door is started with: the certificate, the private socket folder, and the count of plugins started.
+pub struct Launcher {
+    /// The certificate every plugin is given.
+    pub identity: ClientIdentity,
+    /// The private folder of every socket (0700).
+    pub sockets: PathBuf,
+    /// How many plugin processes the door started.
+    pub launches: std::sync::atomic::AtomicUsize,
+}
+
+impl Launcher {
+    /// Start one plugin of `plugin`, counted.
+    pub async fn start(&self, plugin: &Plugin) -> Result<Upstream, LaunchError> {
+        let upstream = Upstream::launch(plugin, &self.identity, &self.sockets).await?;
+        self.launches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(upstream)
+    }
+}
+
 /// One running plugin process; killed when dropped.
 #[derive(Debug)]
 pub struct Upstream {

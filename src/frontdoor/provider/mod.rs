@@ -23,6 +23,7 @@ pub mod proxy;
 pub mod reattach;
 pub mod recorder;
 pub mod schema_cache;
+pub mod spares;
 pub mod wire;
 
 pub use door::{Door, DoorError};

@@ -87,10 +87,11 @@ impl Probe {
         shared: &Shared,
         message: &[u8],
     ) -> Result<Probe, ProbeError> {
-        let upstream = Upstream::launch(plugin, &shared.identity, &shared.sockets)
+        let upstream = shared.launcher.start(plugin).await.map_err(Box::new)?;
+        let sender = upstream
+            .connect(&shared.launcher.identity)
             .await
             .map_err(Box::new)?;
-        let sender = upstream.connect(&shared.identity).await.map_err(Box::new)?;
         let (prefix, schema, configure) = match upstream.protocol() {
             6 => (
                 "/tfplugin6.Provider/",

@@ -6,14 +6,16 @@
 //! gRPC message limit applies here (the AWS schema is about 13.6 MB). A connection's plugin is
 //! killed when terraform closes the connection, and every plugin when the door closes.
 //!
-//! A connection's plugin starts with its first call that needs one: the schema call is
-//! answered from the provider's [`SchemaCache`] once a plugin gave it, and go-plugin's broker
-//! and stdio streams wait for the plugin, so a connection that only reads the schema (one
-//! per terraform command, and one at the start of each walk) runs no process at all.
+//! A connection's plugin is taken with its first call that needs one, from the provider's
+//! [`Spares`] (started before terraform asks; the next one starts as one is taken). The schema
+//! call is answered from the provider's [`SchemaCache`], which the first plugin filled before
+//! any connection took it, and go-plugin's broker and stdio streams wait for the plugin, so a
+//! connection that only reads the schema (one per terraform command, and one at the start of
+//! each walk) holds no process at all; nor does one that only validates (the validate walk's),
+//! whose calls go to the idle spare.
 
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use http_body_util::combinators::BoxBody;
@@ -28,15 +30,15 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::cut::{Mechanism, cut};
 
-use super::client_tls::ClientIdentity;
 use super::cone::{ConeReads, is_read_call};
 use super::dynamic;
-use super::launch::{LaunchError, Plugin, Upstream};
+use super::launch::{LaunchError, Launcher, Plugin, Upstream};
 use super::lockfile::ProviderAddress;
 use super::marking::{self, Marking};
 use super::proto::tfplugin5::configure_provider;
 use super::recorder::{Recorder, is_apply_call};
 use super::schema_cache::{Answer, SchemaCache, frame, framed_message, grpc_field, is_schema_call};
+use super::spares::Spares;
 
 /// One configuration terraform configured a marked provider with.
 #[derive(Clone)]
@@ -51,12 +53,8 @@ pub struct Configured {
 
 /// What every provider of one door shares.
 pub struct Shared {
-    /// The certificate every plugin is given.
-    pub identity: ClientIdentity,
-    /// The private folder of every socket (0700).
-    pub sockets: PathBuf,
-    /// How many plugin processes the door started.
-    pub launches: AtomicUsize,
+    /// What starts every plugin, and counts them.
+    pub launcher: Arc<Launcher>,
     /// What records each apply call's return, while an apply runs.
     pub recorder: Mutex<Option<Arc<Recorder>>>,
     /// The estate whose live markers the door handles, unless markers are off.
@@ -84,11 +82,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The body of an answer: the plugin's own as it comes, a kept one, or none.
 type Body = BoxBody<Bytes, BoxError>;
 
-/// What the connections of one provider share: the plugin started first, and the schema answer.
-#[derive(Default)]
+/// What the connections of one provider share: its spare plugins, the schema answer, and (with [`Mechanism::OwnPlugin`] cut) the one plugin they all share.
 struct Provider {
-    spare: Mutex<Option<Upstream>>,
-    schema: SchemaCache,
+    spares: Arc<Spares>,
+    schema: Arc<SchemaCache>,
+    shared_live: Mutex<Option<Arc<Live>>>,
 }
 
 /// One provider served through the door; its plugins end when it is dropped.
@@ -97,16 +95,16 @@ pub struct Proxied {
     address: ProviderAddress,
     socket: PathBuf,
     protocol: u32,
+    spares: Arc<Spares>,
     accepting: JoinHandle<()>,
 }
 
 impl Proxied {
-    /// Start one plugin of `plugin` (its handshake names the protocol terraform is told), then listen for terraform.
+    /// Start one plugin of `plugin` (its handshake names the protocol terraform is told, and it reads the schema for the door), then listen for terraform.
     pub async fn open(plugin: Plugin, shared: Arc<Shared>) -> Result<Proxied, LaunchError> {
-        let first = Upstream::launch(&plugin, &shared.identity, &shared.sockets).await?;
-        shared.launches.fetch_add(1, Ordering::Relaxed);
+        let first = shared.launcher.start(&plugin).await?;
         let protocol = first.protocol();
-        let socket = shared.sockets.join(format!(
+        let socket = shared.launcher.sockets.join(format!(
             "door-{}-{}.sock",
             plugin.address.kind(),
             uuid::Uuid::new_v4().simple()
@@ -116,9 +114,17 @@ impl Proxied {
             source,
         })?;
         let address = plugin.address.clone();
+        let schema = Arc::new(SchemaCache::default());
+        let spares = Spares::new(
+            plugin.clone(),
+            shared.launcher.clone(),
+            first,
+            schema.clone(),
+        );
         let provider = Arc::new(Provider {
-            spare: Mutex::new(Some(first)),
-            schema: SchemaCache::default(),
+            spares: spares.clone(),
+            schema,
+            shared_live: Mutex::new(None),
         });
         let accepting = tokio::spawn(accept(listener, plugin.clone(), shared, provider));
         Ok(Proxied {
@@ -126,6 +132,7 @@ impl Proxied {
             address,
             socket,
             protocol,
+            spares,
             accepting,
         })
     }
@@ -148,6 +155,11 @@ impl Proxied {
     /// The plugin protocol its plugins speak (5 or 6).
     pub fn protocol(&self) -> u32 {
         self.protocol
+    }
+
+    /// Its warm plugins.
+    pub fn spares(&self) -> &Spares {
+        &self.spares
     }
 }
 
@@ -201,31 +213,39 @@ struct Conn {
     plugin: Plugin,
     shared: Arc<Shared>,
     provider: Arc<Provider>,
-    live: tokio::sync::OnceCell<Live>,
+    live: tokio::sync::OnceCell<Arc<Live>>,
     started: tokio::sync::watch::Sender<bool>,
 }
 
 impl Conn {
-    /// The connection's plugin: the provider's spare, else one started now.
-    async fn live(&self) -> Result<&Live, LaunchError> {
+    /// The connection's plugin, taken for `call`: a spare of the provider's, of its own.
+    async fn live(&self, call: &str) -> Result<&Arc<Live>, LaunchError> {
         self.live
             .get_or_try_init(|| async {
-                let spare = self.provider.spare.lock().ok().and_then(|mut s| s.take());
-                let upstream = match spare {
-                    Some(up) => up,
-                    None => {
-                        let up = Upstream::launch(
-                            &self.plugin,
-                            &self.shared.identity,
-                            &self.shared.sockets,
-                        )
-                        .await?;
-                        self.shared.launches.fetch_add(1, Ordering::Relaxed);
-                        up
-                    }
-                };
-                let sender = upstream.connect(&self.shared.identity).await?;
-                Ok(Live { upstream, sender })
+                let own = !cut(Mechanism::OwnPlugin);
+                if !own
+                    && let Some(shared) = self
+                        .provider
+                        .shared_live
+                        .lock()
+                        .ok()
+                        .and_then(|l| l.clone())
+                {
+                    return Ok(shared);
+                }
+                let taken = self.provider.spares.take(call).await?;
+                let sender = taken
+                    .upstream
+                    .connect(&self.shared.launcher.identity)
+                    .await?;
+                let live = Arc::new(Live {
+                    upstream: taken.upstream,
+                    sender,
+                });
+                if !own && let Ok(mut shared) = self.provider.shared_live.lock() {
+                    *shared = Some(live.clone());
+                }
+                Ok(live)
             })
             .await
             .inspect(|_| {
@@ -234,7 +254,7 @@ impl Conn {
     }
 
     /// The connection's plugin once some other call started it; never, if none does.
-    async fn started(&self) -> Option<&Live> {
+    async fn started(&self) -> Option<&Arc<Live>> {
         let mut started = self.started.subscribe();
         let _ = started.wait_for(|s| *s).await;
         self.live.get()
@@ -263,6 +283,15 @@ const PLUGIN_STREAMS: &[&str] = &[
     "/plugin.GRPCBroker/StartStream",
     "/plugin.GRPCStdio/StreamStdio",
 ];
+/// The validation calls of protocols 5 and 6: they need no configured provider and change nothing in it.
+const VALIDATION_PATHS: &[&str] = &[
+    "/tfplugin5.Provider/PrepareProviderConfig",
+    "/tfplugin6.Provider/ValidateProviderConfig",
+    "/tfplugin5.Provider/ValidateResourceTypeConfig",
+    "/tfplugin6.Provider/ValidateResourceConfig",
+    "/tfplugin5.Provider/ValidateDataSourceConfig",
+    "/tfplugin6.Provider/ValidateDataResourceConfig",
+];
 /// go-plugin's Shutdown, answered at once when the connection has no plugin.
 const SHUTDOWN: &str = "/plugin.GRPCController/Shutdown";
 
@@ -278,12 +307,18 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
     if path == SHUTDOWN && conn.live.get().is_none() {
         return Ok(whole(&ok_empty()));
     }
+    if conn.live.get().is_none()
+        && VALIDATION_PATHS.contains(&path.as_str())
+        && let Some(validator) = conn.provider.spares.validator().await
+    {
+        return Ok(send(&validator, req.map(|b| b.map_err(BoxError::from).boxed())).await);
+    }
     let schema = is_schema_call(&path);
-    if schema && let Some(kept) = conn.provider.schema.get() {
+    if schema && let Some(kept) = conn.provider.schema.settled().await {
         tracing::info!(provider = %conn.plugin.address, "provider door: answered a schema call from the kept answer");
         return Ok(whole(&kept));
     }
-    let live = match conn.live().await {
+    let live = match conn.live(&path).await {
         Ok(live) => live,
         Err(e) => {
             // Terraform names the provider; the door says why in its own log.
@@ -499,7 +534,12 @@ async fn forward(live: &Live, req: Request<Incoming>) -> Response<Body> {
 }
 
 /// [`forward`] for a request whose body is already the door's own.
-async fn forward_body(live: &Live, mut req: Request<Body>) -> Response<Body> {
+async fn forward_body(live: &Live, req: Request<Body>) -> Response<Body> {
+    send(&live.sender, req).await
+}
+
+/// Send one request on `sender`, and its answer back as it comes.
+async fn send(sender: &SendRequest<Body>, mut req: Request<Body>) -> Response<Body> {
     let path = req
         .uri()
         .path_and_query()
@@ -514,7 +554,7 @@ async fn forward_body(live: &Live, mut req: Request<Body>) -> Response<Body> {
         Ok(uri) => *req.uri_mut() = uri,
         Err(e) => return unavailable(&format!("provider door: {e}")),
     }
-    match live.sender.clone().send_request(req).await {
+    match sender.clone().send_request(req).await {
         Ok(resp) => resp.map(|b| b.map_err(BoxError::from).boxed()),
         Err(e) => unavailable(&format!(
             "provider door: the provider plugin did not answer: {e}"

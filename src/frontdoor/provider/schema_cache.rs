@@ -86,11 +86,37 @@ impl Answer {
     }
 }
 
-/// The schema answer of one provider, once a plugin gave a reusable one, and its resource types' schema versions.
-#[derive(Debug, Default)]
-pub struct SchemaCache(Mutex<Option<Answer>>, OnceLock<BTreeMap<String, u64>>);
+/// The schema answer of one provider, once a plugin gave a reusable one, its resource types' schema versions, and whether the door's own schema call ended.
+#[derive(Debug)]
+pub struct SchemaCache(
+    Mutex<Option<Answer>>,
+    OnceLock<BTreeMap<String, u64>>,
+    tokio::sync::watch::Sender<bool>,
+);
+
+impl Default for SchemaCache {
+    fn default() -> Self {
+        SchemaCache(
+            Mutex::new(None),
+            OnceLock::new(),
+            tokio::sync::watch::Sender::new(false),
+        )
+    }
+}
 
 impl SchemaCache {
+    /// Say that the door's own schema call ended, whatever it gave: [`SchemaCache::settled`] stops waiting.
+    pub fn settle(&self) {
+        self.2.send_replace(true);
+    }
+
+    /// The kept answer, once the door's own schema call ended (none: it gave none, and a plugin must answer).
+    pub async fn settled(&self) -> Option<Answer> {
+        let mut settled = self.2.subscribe();
+        let _ = settled.wait_for(|s| *s).await;
+        self.get()
+    }
+
     /// The kept answer, if any.
     pub fn get(&self) -> Option<Answer> {
         self.0.lock().ok().and_then(|a| a.clone())

@@ -179,6 +179,7 @@ pub async fn serve(
     builder.set_auth(SimpleAuth::from_single(ACCESS_KEY, credentials.secret()));
     builder.set_access(SignedOnly);
     builder.set_route(sts::Sts {
+        access_key: ACCESS_KEY,
         credentials: credentials.clone(),
     });
     let domain = addr.to_string();

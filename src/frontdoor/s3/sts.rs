@@ -19,6 +19,8 @@ pub const ACCOUNT: &str = "000000000000";
 
 /// The STS requests of terraform's s3 backend: form posts to `/`.
 pub struct Sts {
+    /// The access key terraform signs with.
+    pub access_key: &'static str,
     /// The run's credentials, which an assumed role's answer hands back.
     pub credentials: Arc<Credentials>,
 }
@@ -148,13 +150,13 @@ impl Sts {
             xmlns: XMLNS,
             result: RoleResult {
                 credentials: RoleCredentials {
-                    access_key_id: super::ACCESS_KEY,
+                    access_key_id: self.access_key,
                     secret_access_key: self.credentials.secret().to_string(),
                     session_token: SESSION_TOKEN,
                     expiration,
                 },
                 user: RoleUser {
-                    id: format!("{}:choudoufu-live", super::ACCESS_KEY),
+                    id: format!("{}:choudoufu-live", self.access_key),
                     arn: format!(
                         "arn:aws:sts::{ACCOUNT}:assumed-role/choudoufu-live-run/choudoufu-live"
                     ),
