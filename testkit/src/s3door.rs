@@ -84,4 +84,26 @@ impl S3Root {
             .process_group(0);
         c.spawn().unwrap()
     }
+
+    /// The stored input of `address` (a `terraform_data`) in the default workspace's estate, as `records show` reads it from the bucket on moto.
+    pub fn stored_input(&self, address: &str) -> Option<String> {
+        let out = self
+            .root
+            .cli(&["records", "show", address])
+            .env("AWS_ENDPOINT_URL_S3", s3_endpoint())
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .output()
+            .unwrap();
+        let body: String = text(&out.stdout)
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let record: serde_json::Value = serde_json::from_str(&body).ok()?;
+        record["instance"]["attributes"]["input"]["value"]
+            .as_str()
+            .map(str::to_string)
+    }
 }

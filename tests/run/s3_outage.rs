@@ -38,28 +38,6 @@ fn cmd(root: &S3Root, endpoint: &str, args: &[&str]) -> std::process::Command {
     c
 }
 
-/// `records show` of `terraform_data.<name>`'s stored input, read past the proxy.
-fn stored_input(root: &S3Root, name: &str) -> Option<String> {
-    let out = root
-        .root
-        .cli(&["records", "show", &format!("terraform_data.{name}")])
-        .env("AWS_ENDPOINT_URL_S3", common::s3_endpoint())
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_REGION", "us-east-1")
-        .output()
-        .unwrap();
-    let body: String = text(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let record: serde_json::Value = serde_json::from_str(&body).ok()?;
-    record["instance"]["attributes"]["input"]["value"]
-        .as_str()
-        .map(str::to_string)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn an_outage_mid_apply_of_an_s3_root_is_flushed_when_the_store_answers_again() {
     let root = s3_root("s3outage", &main_tf(), false).await;
@@ -121,12 +99,13 @@ async fn an_outage_mid_apply_of_an_s3_root_is_flushed_when_the_store_answers_aga
     assert!(!proxy.is_down(), "the outage is over:\n{all}");
     for name in ["a", "b", "c"] {
         assert_eq!(
-            stored_input(&root, name).as_deref(),
+            root.stored_input(&format!("terraform_data.{name}"))
+                .as_deref(),
             Some("v2"),
             "terraform_data.{name} is recorded as applied:\n{all}"
         );
     }
-    assert_eq!(stored_input(&root, "d").as_deref(), Some("v1"));
+    assert_eq!(root.stored_input("terraform_data.d").as_deref(), Some("v1"));
     let plan = cmd(
         &root,
         &proxy.endpoint,

@@ -4,8 +4,7 @@
 
 use testkit as common;
 
-use common::s3_endpoint;
-use common::s3door::{S3Root, s3_root};
+use common::s3door::s3_root;
 use common::tf::text;
 
 const ROOT: &str = r#"
@@ -38,33 +37,6 @@ resource "terraform_data" "b" {
 }
 "#;
 
-/// The stored input of `address` in the default workspace's estate, as `records show` reads it from the bucket.
-fn stored_input(root: &S3Root, address: &str) -> Option<String> {
-    let out = root
-        .root
-        .cli(&["records", "show", address])
-        .env("AWS_ENDPOINT_URL_S3", s3_endpoint())
-        .env("AWS_ACCESS_KEY_ID", "testing")
-        .env("AWS_SECRET_ACCESS_KEY", "testing")
-        .env("AWS_REGION", "us-east-1")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "records show {address}: {}",
-        text(&out.stderr)
-    );
-    let body: String = text(&out.stdout)
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n");
-    let record: serde_json::Value = serde_json::from_str(&body).ok()?;
-    record["instance"]["attributes"]["input"]["value"]
-        .as_str()
-        .map(str::to_string)
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_saved_plan_of_an_s3_root_is_refused_once_its_change_moved_and_applies_otherwise() {
     let root = s3_root("s3saved", ROOT, false).await;
@@ -85,7 +57,7 @@ async fn a_saved_plan_of_an_s3_root_is_refused_once_its_change_moved_and_applies
         "terraform never ran"
     );
     assert_eq!(
-        stored_input(&root, "terraform_data.a[0]").as_deref(),
+        root.stored_input("terraform_data.a[0]").as_deref(),
         Some("a0-other"),
         "a keeps the other run's record"
     );
@@ -93,11 +65,11 @@ async fn a_saved_plan_of_an_s3_root_is_refused_once_its_change_moved_and_applies
     let out = root.run(&["apply", "-input=false", "b.plan"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(
-        stored_input(&root, "terraform_data.b[1]").as_deref(),
+        root.stored_input("terraform_data.b[1]").as_deref(),
         Some("b1-two")
     );
     assert_eq!(
-        stored_input(&root, "terraform_data.a[1]").as_deref(),
+        root.stored_input("terraform_data.a[1]").as_deref(),
         Some("a1-other")
     );
 }
