@@ -189,9 +189,9 @@ pub enum Mechanism {
     ProviderCrash,
     /// A record store that hangs given up on each attempt's timeout like one that refuses, so a record write at a provider's return holds terraform no longer than the store's policy (cut: each attempt waits out the whole deadline).
     StalledStore,
-    /// The provider door answering a cone plan's resource reads outside the cone from their records (cut: every read goes to the provider).
+    /// The provider door answering a cone plan's resource reads from their records (cut: every read goes to the provider).
     ConeReads,
-    /// The cone holding the plan's changes, their dependents and dependencies (cut: only records past the maximum age).
+    /// The cone holding the plan's changes, their dependents and dependencies: each change confirmed against the cloud, its dependents read (cut: only records past the maximum age).
     ConeChanges,
     /// The cone holding every record whose last refresh is older than `refresh_max_age` (cut: no record for its age).
     ConeAge,

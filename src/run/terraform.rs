@@ -136,22 +136,38 @@ impl Terraform {
         signals: &Signals,
         stdout: Stdout,
     ) -> Result<ExitStatus, RunError> {
+        Ok(self.run_inner(args, server, env, signals, stdout).await?.0)
+    }
+
+    /// [`Terraform::run`], its standard output held and given back with its status.
+    pub async fn run_held(
+        &self,
+        args: &[String],
+        server: &Server,
+        env: &[(&str, &str)],
+        signals: &Signals,
+    ) -> Result<(ExitStatus, Vec<u8>), RunError> {
+        self.run_inner(args, server, env, signals, Stdout::Held)
+            .await
+    }
+
+    async fn run_inner(
+        &self,
+        args: &[String],
+        server: &Server,
+        env: &[(&str, &str)],
+        signals: &Signals,
+        stdout: Stdout,
+    ) -> Result<(ExitStatus, Vec<u8>), RunError> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.global)
             .args(args)
             .stdin(Stdio::inherit())
             .stdout(match stdout {
                 Stdout::Inherit => Stdio::inherit(),
-                Stdout::Rewritten(_) => Stdio::piped(),
-                Stdout::Quiet => Stdio::null(),
+                Stdout::Rewritten(_) | Stdout::Held => Stdio::piped(),
             })
-            .stderr(match stdout {
-                Stdout::Quiet => Stdio::null(),
-                _ => Stdio::inherit(),
-            });
-        if matches!(stdout, Stdout::Quiet) {
-            cmd.stdin(Stdio::null());
-        }
+            .stderr(Stdio::inherit());
         child_env(&mut cmd, server);
         for (k, v) in env {
             cmd.env(k, v);
@@ -166,15 +182,22 @@ impl Terraform {
             source,
         })?;
         let copy = match (stdout, child.stdout.take()) {
-            (Stdout::Rewritten(rewrite), Some(out)) => Some(tokio::spawn(copy_lines(out, rewrite))),
+            (Stdout::Rewritten(rewrite), Some(out)) => Some(tokio::spawn(async move {
+                copy_lines(out, rewrite).await;
+                Vec::new()
+            })),
+            (Stdout::Held, Some(out)) => Some(tokio::spawn(hold(out))),
             _ => None,
         };
         loop {
             tokio::select! {
                 status = child.wait() => {
+                    let mut held = Vec::new();
                     if let Some(copy) = copy {
                         // A process terraform left behind may hold the pipe open: its output is not waited for long.
-                        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), copy).await;
+                        if let Ok(Ok(out)) = tokio::time::timeout(std::time::Duration::from_secs(5), copy).await {
+                            held = out;
+                        }
                     }
                     let status = status?;
                     use std::os::unix::process::ExitStatusExt;
@@ -182,7 +205,7 @@ impl Terraform {
                         let name = Signal::try_from(signal).map_or_else(|_| signal.to_string(), |s| s.as_str().to_string());
                         super::say::terraform_killed(&self.program, &name, self.door().is_some());
                     }
-                    return Ok(status);
+                    return Ok((status, held));
                 }
                 caught = signals.next() => match caught {
                     Caught::Interrupt => {
@@ -249,8 +272,8 @@ pub enum Stdout {
     Inherit,
     /// Line by line through this process, each line `rewrite` answers replaced by its answer.
     Rewritten(fn(&str) -> Option<String>),
-    /// Neither its output nor its errors reach the user, and it reads no input: a step of `run`'s own whose failure `run` handles.
-    Quiet,
+    /// Held whole by this process, and given back ([`Terraform::run_held`]); its errors and input pass through.
+    Held,
 }
 
 /// Copy terraform's output to stdout line by line, rewriting as `rewrite` says; a stdout that fails still drains terraform's.
@@ -271,6 +294,16 @@ async fn copy_lines(out: tokio::process::ChildStdout, rewrite: fn(&str) -> Optio
         let _ = to.write_all(bytes).await;
         let _ = to.flush().await;
     }
+}
+
+/// Read terraform's output whole (what it wrote before a failed read is kept).
+async fn hold(mut out: tokio::process::ChildStdout) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut held = Vec::new();
+    if let Err(e) = out.read_to_end(&mut held).await {
+        tracing::warn!(error = %e, "terraform's output could not be read to its end");
+    }
+    held
 }
 
 /// Terraform's exit status as a number (128 + the signal when it was killed).

@@ -129,9 +129,9 @@ fn a_cone_plan_reads_its_cone_plans_a_change_against_the_cloud_and_ages_records_
     // The changed resource is planned against the cloud's value, not its record's.
     assert!(plans(&said, "drift1", "b1"), "{said}\n{err}");
     // Drift outside the cone is not seen, and the plan says so.
-    assert!(!said.contains("drift3"), "{said}");
+    assert!(!said.contains("drift3"), "{said}\n{err}");
     assert!(
-        err.contains("4 resources not refreshed (cone); `--refresh=full` refreshes all"),
+        err.contains("3 resources not refreshed (cone); `--refresh=full` refreshes all"),
         "{err}"
     );
     // The saved cone plan is stamped like any other.
@@ -152,10 +152,11 @@ fn a_cone_plan_reads_its_cone_plans_a_change_against_the_cloud_and_ages_records_
     assert!(!text(&full.stderr).contains("not refreshed (cone)"));
     assert!(plans(&said, "drift3", "a3"), "{said}");
     eprintln!("cone test: the full plan at {:?}", started.elapsed());
-    // The cone plan's reads: its cone of one resource, of five the full plan read.
+    // The cone plan's reads: its cone (p[1], which changes, and d, which depends on resource p),
+    // two of the five the full plan read; p[1] once only, though its drift made the plan again.
     let (cone_reads, full_reads) = (reads(&cone_calls), reads(&full_calls));
     assert!(
-        full_reads >= 5 && cone_reads * 5 <= full_reads && cone_reads >= 1,
+        full_reads >= 5 && cone_reads * 5 <= full_reads * 2 && cone_reads >= 1,
         "GetParameter: {cone_reads} in the cone plan, {full_reads} in the full plan"
     );
     // Past the maximum age a record is back in the cone: p[3]'s drift is seen by a cone plan.

@@ -4,9 +4,11 @@ use serde::Deserialize;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::decide::LastRefresh;
 use crate::engine::record::RecordKind;
 use crate::engine::session::Snapshot;
+
+/// When each record was last refreshed from the cloud (Unix seconds), by instance address.
+pub type LastRefresh = std::collections::BTreeMap<String, i64>;
 
 /// The writer stamp of a record in final form, as far as its time.
 #[derive(Deserialize)]

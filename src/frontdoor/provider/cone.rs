@@ -1,27 +1,48 @@
-//! A cone plan's resource reads (`run --refresh=cone`): those outside the cone answered from their records, the rest sent to the provider.
+//! A cone plan's resource reads and plans at the door (`run --refresh=cone`): reads answered from records, changes confirmed against the cloud.
 //!
 //! Terraform's `ReadResource` carries the object's current state (its record's, upgraded) and
-//! private data. For an object outside the cone ([`ReadAnswers`]) the door answers with exactly
-//! those, and its identity when the call carries one, as a read that found no drift answers;
-//! no provider call is made. Every other read, and every data source read, goes on unchanged.
+//! private data. When the [`Watch`] says so, the door answers with exactly those, and its
+//! identity when the call carries one, as a read that found no drift answers; no provider call
+//! is made. It keeps the call, and the connection it came on. When the object's plan
+//! (`PlanResourceChange`) then changes it, or it depends on a change, the door sends the kept
+//! calls of it and of the dependencies it read to the provider before terraform hears the
+//! plan, and compares each answer with the record. Every answer the provider gives is kept by
+//! address, so a plan made again after a drift answers those reads from it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
+use futures::future::BoxFuture;
+use hyper::body::Bytes;
+use hyper::client::conn::http2::SendRequest;
 use prost::Message;
 use prost::encoding::{WireType, encode_key, encode_varint};
+use tokio::sync::OnceCell;
 
 use super::dynamic;
-use super::proto::tfplugin5::DynamicValue;
+use super::proto::tfplugin5::diagnostic::Severity;
+use super::proto::tfplugin5::{DynamicValue, plan_resource_change, read_resource};
+use super::unary::{self, Body};
 use super::wire::rewrite_field;
-use crate::engine::cone::{Read, ReadAnswers};
+use crate::engine::cone::{ObjectId, Outcome, Read, Watch, last_refresh, same_state};
+use crate::engine::session::Snapshot;
 
 /// The gRPC paths of the resource read, in protocols 5 and 6.
 const READ_PATHS: &[&str] = &[
     "/tfplugin5.Provider/ReadResource",
     "/tfplugin6.Provider/ReadResource",
 ];
+
+/// The gRPC paths of the resource plan, in protocols 5 and 6.
+const PLAN_PATHS: &[&str] = &[
+    "/tfplugin5.Provider/PlanResourceChange",
+    "/tfplugin6.Provider/PlanResourceChange",
+];
+
+/// How long the door waits for a read of its own.
+const READ_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The read call's fields (tfplugin5 and 6 number them alike).
 const REQ_TYPE_NAME: u32 = 1;
@@ -38,21 +59,63 @@ pub fn is_read_call(path: &str) -> bool {
     READ_PATHS.contains(&path)
 }
 
-/// What the door knows of one cone plan's reads, and what it did with them.
-#[derive(Debug, Default)]
+/// Whether `path` is the resource plan.
+pub fn is_plan_call(path: &str) -> bool {
+    PLAN_PATHS.contains(&path)
+}
+
+/// What the door does with one read.
+pub enum ReadStep {
+    /// Answer terraform with this message.
+    Answer(Vec<u8>),
+    /// Send it to the provider; give its answer to [`ConeReads::provider_answered`] for this object.
+    Provider(Option<ObjectId>),
+}
+
+/// A read answered from its record, kept to be sent to the provider if its object's plan needs it.
+struct Kept {
+    sender: SendRequest<Body>,
+    path: String,
+    request: Bytes,
+    state: serde_json::Value,
+}
+
+/// The records terraform was served, read once the first resource read comes (terraform reads its state before any).
+pub type Records = Box<dyn Fn() -> BoxFuture<'static, Snapshot> + Send + Sync>;
+
+/// How a cone plan's [`Watch`] is made from the records: the time now (Unix seconds), the maximum age, and the objects read again from the cloud.
+#[derive(Clone, Debug)]
+pub struct WatchParams {
+    /// The time now, Unix seconds.
+    pub now: i64,
+    /// How long a record may go unrefreshed.
+    pub max_age: Duration,
+    /// The objects the run read from the cloud already.
+    pub read_again: BTreeSet<String>,
+}
+
+/// What the door knows of one cone plan's reads and plans, and what it did with them.
 pub struct ConeReads {
-    answers: ReadAnswers,
+    records: Records,
+    params: WatchParams,
+    watch: OnceCell<Mutex<Watch>>,
+    kept: Mutex<HashMap<ObjectId, Kept>>,
+    fresh: Mutex<BTreeMap<String, Bytes>>,
     from_records: AtomicUsize,
     to_provider: AtomicUsize,
-    refreshed: Mutex<BTreeSet<String>>,
 }
 
 impl ConeReads {
-    /// The door's reads for a plan whose answers are `answers`.
-    pub fn new(answers: ReadAnswers) -> ConeReads {
+    /// The door's reads for a plan over `records`, decided as `params` say, with `fresh` the provider's read answers the run holds already, by address.
+    pub fn new(records: Records, params: WatchParams, fresh: BTreeMap<String, Bytes>) -> ConeReads {
         ConeReads {
-            answers,
-            ..ConeReads::default()
+            records,
+            params,
+            watch: OnceCell::new(),
+            kept: Mutex::new(HashMap::new()),
+            fresh: Mutex::new(fresh),
+            from_records: AtomicUsize::new(0),
+            to_provider: AtomicUsize::new(0),
         }
     }
 
@@ -61,54 +124,253 @@ impl ConeReads {
         self.from_records.load(Ordering::Relaxed)
     }
 
-    /// How many reads went to the provider.
+    /// How many reads the provider made (terraform's, and the door's own).
     pub fn to_provider(&self) -> usize {
         self.to_provider.load(Ordering::Relaxed)
     }
 
-    /// The objects of the cone the provider read, by instance address.
-    pub fn refreshed(&self) -> BTreeSet<String> {
-        self.refreshed.lock().map(|r| r.clone()).unwrap_or_default()
+    /// The plan's watch, made from the records at the first read.
+    async fn watch(&self) -> &Mutex<Watch> {
+        self.watch
+            .get_or_init(|| async {
+                let snapshot = (self.records)().await;
+                let last = last_refresh(&snapshot);
+                let p = &self.params;
+                Mutex::new(Watch::new(
+                    &snapshot,
+                    &last,
+                    p.now,
+                    p.max_age,
+                    p.read_again.clone(),
+                ))
+            })
+            .await
     }
 
-    /// The answer to the read `request` (unframed) from its record, or none when it goes to the provider.
-    pub fn answer(&self, request: &[u8]) -> Option<Vec<u8>> {
-        let answered = self.answer_from_record(request);
-        match &answered {
-            Some(_) => self.from_records.fetch_add(1, Ordering::Relaxed),
-            None => self.to_provider.fetch_add(1, Ordering::Relaxed),
-        };
-        answered
+    /// The watch, when a read made it.
+    fn made(&self) -> Option<std::sync::MutexGuard<'_, Watch>> {
+        self.watch.get().and_then(|w| w.lock().ok())
     }
 
-    fn answer_from_record(&self, request: &[u8]) -> Option<Vec<u8>> {
-        let type_name = field(request, REQ_TYPE_NAME)?;
-        let type_name = std::str::from_utf8(&type_name).ok()?;
-        let state = field(request, REQ_CURRENT_STATE)?;
-        let value = match DynamicValue::decode(state.as_slice())
-            .map_err(|e| e.to_string())
-            .and_then(|dv| dynamic::to_json(Some(&dv)).map_err(|e| e.to_string()))
-        {
-            Ok(value) => value,
-            Err(e) => {
-                tracing::warn!(type_name, error = %e, "provider door: a read's current state could not be read; the provider reads it");
-                return None;
-            }
+    /// What the plan's reads came to.
+    pub fn outcome(&self) -> Outcome {
+        self.made().map(|w| w.outcome()).unwrap_or_default()
+    }
+
+    /// The provider's read answers of this run, by address.
+    pub fn fresh(&self) -> BTreeMap<String, Bytes> {
+        self.fresh.lock().map(|f| f.clone()).unwrap_or_default()
+    }
+
+    /// What to do with the read `request` (unframed) that came on `sender` for `path`.
+    pub async fn read(&self, request: &Bytes, sender: &SendRequest<Body>, path: &str) -> ReadStep {
+        self.watch().await;
+        let step = self.decide_read(request, sender, path);
+        match &step {
+            ReadStep::Answer(_) => self.from_records.fetch_add(1, Ordering::Relaxed),
+            ReadStep::Provider(_) => self.to_provider.fetch_add(1, Ordering::Relaxed),
         };
-        match self.answers.read(type_name, &value) {
-            Read::FromRecord => Some(answer(
-                &state,
-                field(request, REQ_PRIVATE).as_deref(),
-                field(request, REQ_CURRENT_IDENTITY).as_deref(),
-            )),
-            Read::Provider(object) => {
-                if let Some(object) = object
-                    && let Ok(mut refreshed) = self.refreshed.lock()
-                {
-                    refreshed.insert(object);
+        step
+    }
+
+    fn decide_read(&self, request: &Bytes, sender: &SendRequest<Body>, path: &str) -> ReadStep {
+        let Some((type_name, state, value)) = typed_state(request, REQ_CURRENT_STATE) else {
+            return ReadStep::Provider(None);
+        };
+        let Some(mut watch) = self.made() else {
+            return ReadStep::Provider(None);
+        };
+        match watch.read(&type_name, &value) {
+            Read::FromRecord(id) => {
+                if let Ok(mut kept) = self.kept.lock() {
+                    kept.insert(
+                        id,
+                        Kept {
+                            sender: sender.clone(),
+                            path: path.to_string(),
+                            request: request.clone(),
+                            state: value,
+                        },
+                    );
                 }
-                None
+                ReadStep::Answer(answer(
+                    &state,
+                    field(request, REQ_PRIVATE).as_deref(),
+                    field(request, REQ_CURRENT_IDENTITY).as_deref(),
+                ))
             }
+            Read::Fresh(id) => {
+                let held = self
+                    .fresh
+                    .lock()
+                    .ok()
+                    .and_then(|f| f.get(watch.address(id)).cloned());
+                match held {
+                    Some(answer) => {
+                        if let Some(now) = answered_state(&answer) {
+                            watch.alias(&type_name, &now, id);
+                        }
+                        ReadStep::Answer(answer.to_vec())
+                    }
+                    None => ReadStep::Provider(Some(id)),
+                }
+            }
+            Read::Provider(object) => ReadStep::Provider(object),
+        }
+    }
+
+    /// The provider answered a read of `object` (its `request`) with `answer` (both unframed): kept for a plan made again.
+    pub fn provider_answered(&self, object: ObjectId, request: &[u8], answer: &[u8]) {
+        let Some(mut watch) = self.made() else {
+            return;
+        };
+        if let (Some(type_name), Some(now)) = (
+            field(request, REQ_TYPE_NAME).and_then(|t| String::from_utf8(t).ok()),
+            answered_state(answer),
+        ) {
+            watch.alias(&type_name, &now, object);
+        }
+        if let Ok(mut fresh) = self.fresh.lock() {
+            fresh.insert(
+                watch.address(object).to_string(),
+                Bytes::copy_from_slice(answer),
+            );
+        }
+    }
+
+    /// A plan call `request` was answered with `answer` (both unframed): when it changes its object, or depends on a change, read that object and the dependencies it read from the cloud, and compare each with its record.
+    pub async fn planned(&self, request: &[u8], answer: &[u8]) {
+        let Some(confirm) = self.to_confirm(request, answer) else {
+            return;
+        };
+        for id in confirm {
+            let kept = self.kept.lock().ok().and_then(|k| {
+                k.get(&id).map(|k| {
+                    (
+                        k.sender.clone(),
+                        k.path.clone(),
+                        k.request.clone(),
+                        k.state.clone(),
+                    )
+                })
+            });
+            let same = match kept {
+                Some((sender, path, request, state)) => {
+                    self.to_provider.fetch_add(1, Ordering::Relaxed);
+                    self.read_again(id, &sender, &path, &request, &state).await
+                }
+                None => false,
+            };
+            if let Some(mut watch) = self.made() {
+                watch.verified(id, same);
+            }
+        }
+    }
+
+    /// The objects a plan call asks to confirm, none when it asks none (or cannot be read).
+    fn to_confirm(&self, request: &[u8], answer: &[u8]) -> Option<Vec<ObjectId>> {
+        let request = plan_resource_change::Request::decode(request).ok()?;
+        let answer = plan_resource_change::Response::decode(answer).ok()?;
+        let prior = dynamic::to_json(request.prior_state.as_ref()).ok()?;
+        if prior.is_null() {
+            return None;
+        }
+        let changed = changes(&request, &answer);
+        let mut watch = self.made()?;
+        Some(watch.planned(&request.type_name, &prior, changed))
+    }
+
+    /// Send the kept read of `id` to the provider: whether it gives back the record's `state`.
+    async fn read_again(
+        &self,
+        id: ObjectId,
+        sender: &SendRequest<Body>,
+        path: &str,
+        request: &[u8],
+        state: &serde_json::Value,
+    ) -> bool {
+        let address = self
+            .made()
+            .map(|w| w.address(id).to_string())
+            .unwrap_or_default();
+        let answer = match unary::call(sender, path, request, READ_TIMEOUT).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::warn!(%address, error = %e, "cone plan: the provider could not read a changed object again; it counts as drifted");
+                return false;
+            }
+        };
+        let Ok(read) = read_resource::Response::decode(answer.as_ref()) else {
+            return false;
+        };
+        if read
+            .diagnostics
+            .iter()
+            .any(|d| d.severity == Severity::Error as i32)
+        {
+            tracing::warn!(%address, "cone plan: the provider's read of a changed object failed; it counts as drifted");
+            return false;
+        }
+        if let Ok(mut fresh) = self.fresh.lock() {
+            fresh.insert(address.clone(), answer.clone());
+        }
+        let now = dynamic::to_json(read.new_state.as_ref()).ok();
+        if let (Some(now), Some(type_name), Some(mut watch)) = (
+            &now,
+            field(request, REQ_TYPE_NAME).and_then(|t| String::from_utf8(t).ok()),
+            self.made(),
+        ) {
+            watch.alias(&type_name, now, id);
+        }
+        let same = now.as_ref().is_some_and(|now| same_state(now, state));
+        if !same {
+            tracing::info!(%address, "cone plan: a changed object's record differs from the cloud");
+        }
+        same
+    }
+}
+
+/// The new state of a read's `answer` (unframed), as JSON.
+fn answered_state(answer: &[u8]) -> Option<serde_json::Value> {
+    let read = read_resource::Response::decode(answer).ok()?;
+    dynamic::to_json(read.new_state.as_ref()).ok()
+}
+
+/// Whether a plan answer changes its object: a planned state other than the prior one, or a replacement.
+fn changes(
+    request: &plan_resource_change::Request,
+    answer: &plan_resource_change::Response,
+) -> bool {
+    if !answer.requires_replace.is_empty() {
+        return true;
+    }
+    let (Some(prior), Some(planned)) = (&request.prior_state, &answer.planned_state) else {
+        return true;
+    };
+    if prior == planned {
+        return false;
+    }
+    let prior = dynamic::to_json_and_unknowns(Some(prior));
+    let planned = dynamic::to_json_and_unknowns(Some(planned));
+    match (prior, planned) {
+        (Ok(prior), Ok(planned)) => prior != planned,
+        _ => true,
+    }
+}
+
+/// A read call's type name, its current state field as it came, and that state as JSON.
+fn typed_state(request: &[u8], number: u32) -> Option<(String, Vec<u8>, serde_json::Value)> {
+    let type_name = field(request, REQ_TYPE_NAME)?;
+    let type_name = String::from_utf8(type_name).ok()?;
+    let state = field(request, number)?;
+    match DynamicValue::decode(state.as_slice())
+        .map_err(|e| e.to_string())
+        .and_then(|dv| dynamic::to_json(Some(&dv)).map_err(|e| e.to_string()))
+    {
+        Ok(value) => Some((type_name, state, value)),
+        Err(e) => {
+            tracing::warn!(type_name, error = %e, "provider door: a read's current state could not be read; the provider reads it");
+            None
         }
     }
 }
@@ -139,77 +401,4 @@ fn answer(state: &[u8], private: Option<&[u8]>, identity: Option<&[u8]>) -> Vec<
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::cone::Cone;
-    use crate::engine::plan::Plan;
-    use crate::frontdoor::provider::proto::tfplugin5::read_resource;
-    use serde_json::json;
-
-    fn msgpack(v: &rmpv::Value) -> Vec<u8> {
-        let mut buf = Vec::new();
-        rmpv::encode::write_value(&mut buf, v).unwrap();
-        buf
-    }
-
-    #[test]
-    fn outside_the_cone_the_record_answers() {
-        let plan = Plan::from_value(json!({"prior_state": {"values": {"root_module": {"resources": [
-            {"address": "aws_ssm_parameter.a", "mode": "managed", "type": "aws_ssm_parameter", "values": {"name": "a"}},
-            {"address": "aws_ssm_parameter.b", "mode": "managed", "type": "aws_ssm_parameter", "values": {"name": "b"}}
-        ]}}}}))
-        .unwrap();
-        let cone = Cone {
-            inside: ["aws_ssm_parameter.b".to_string()].into(),
-            outside: ["aws_ssm_parameter.a".to_string()].into(),
-            ..Cone::default()
-        };
-        let reads = ConeReads::new(ReadAnswers::new(&plan, &cone));
-        let request = |name: &str| {
-            read_resource::Request {
-                type_name: "aws_ssm_parameter".into(),
-                current_state: Some(DynamicValue {
-                    msgpack: msgpack(&rmpv::Value::Map(vec![(
-                        rmpv::Value::from("name"),
-                        rmpv::Value::from(name),
-                    )])),
-                    json: Vec::new(),
-                }),
-                private: b"{\"schema_version\":\"1\"}".to_vec(),
-            }
-            .encode_to_vec()
-        };
-        // a: answered from its record, its state and private data as they came.
-        let answered = reads.answer(&request("a")).unwrap();
-        let resp = read_resource::Response::decode(answered.as_slice()).unwrap();
-        let sent = read_resource::Request::decode(request("a").as_slice()).unwrap();
-        assert_eq!(resp.new_state, sent.current_state);
-        assert_eq!(resp.private, sent.private);
-        assert!(resp.diagnostics.is_empty());
-        // b: the provider reads it, and it counts as refreshed.
-        assert!(reads.answer(&request("b")).is_none());
-        // A state the plan did not have: the provider.
-        assert!(reads.answer(&request("c")).is_none());
-        // Not a message: the provider.
-        assert!(reads.answer(&[0xff, 0xff]).is_none());
-        assert_eq!((reads.from_records(), reads.to_provider()), (1, 3));
-        assert_eq!(
-            reads.refreshed(),
-            ["aws_ssm_parameter.b".to_string()].into()
-        );
-        // An identity, when the call carries one, is answered back.
-        let mut with_identity = request("a");
-        encode_key(
-            REQ_CURRENT_IDENTITY,
-            WireType::LengthDelimited,
-            &mut with_identity,
-        );
-        encode_varint(2, &mut with_identity);
-        with_identity.extend_from_slice(b"id");
-        let answered = reads.answer(&with_identity).unwrap();
-        assert_eq!(field(&answered, RESP_NEW_IDENTITY).unwrap(), b"id");
-    }
 }

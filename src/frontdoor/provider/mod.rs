@@ -7,8 +7,8 @@
 //! the lock file ([`lockfile`]). Every plugin gets a parent-death signal and `run`'s pid is the
 //! one terraform watches, so no provider call outlives `run`. While `run` applies a plan, each
 //! provider apply call that returns writes its instance's record before terraform hears the
-//! answer ([`recorder`]). While a cone plan runs, each resource read outside the cone is answered
-//! from its record ([`cone`]).
+//! answer ([`recorder`]). While a cone plan runs, resource reads are answered from their records
+//! and each change is confirmed against the cloud ([`cone`]).
 
 pub mod client_tls;
 pub mod cone;
@@ -24,6 +24,7 @@ pub mod reattach;
 pub mod recorder;
 pub mod schema_cache;
 pub mod spares;
+pub mod unary;
 pub mod wire;
 
 pub use door::{Door, DoorError};

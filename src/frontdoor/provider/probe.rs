@@ -11,8 +11,6 @@
 
 use std::time::Duration;
 
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::client::conn::http2::SendRequest;
 use prost::Message;
@@ -23,13 +21,10 @@ use super::launch::{LaunchError, Plugin, Upstream};
 use super::proto::tfplugin5::diagnostic::Severity;
 use super::proto::tfplugin5::{Diagnostic, import_resource_state, read_resource};
 use super::proxy::Shared;
-use super::schema_cache::{frame, framed_message, grpc_field};
+use super::unary::{self, Body};
 
 /// How long one probe call may take before the probe gives up on it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-type Body = BoxBody<Bytes, BoxError>;
 
 /// Why the door could not ask the provider.
 #[derive(Debug, Error)]
@@ -193,43 +188,17 @@ impl Probe {
 
     /// One unary call of `method` with `message`; the answer's message.
     async fn call(&self, method: &'static str, message: &[u8]) -> Result<Bytes, ProbeError> {
-        let failed = |why: String| ProbeError::Call { call: method, why };
-        let req = hyper::Request::post(format!("https://localhost{}{method}", self.prefix))
-            .header(hyper::header::CONTENT_TYPE, "application/grpc")
-            .header("te", "trailers")
-            .body(Full::new(frame(message)).map_err(BoxError::from).boxed())
-            .map_err(|e| failed(e.to_string()))?;
-        let sent = self.sender.clone().send_request(req);
-        let resp = tokio::time::timeout(CALL_TIMEOUT, sent)
-            .await
-            .map_err(|_| failed("no answer in time".into()))?
-            .map_err(|e| failed(e.to_string()))?;
-        let (parts, body) = resp.into_parts();
-        let collected = tokio::time::timeout(CALL_TIMEOUT, body.collect())
-            .await
-            .map_err(|_| failed("the answer did not end in time".into()))?
-            .map_err(|e| failed(e.to_string()))?;
-        let trailers = collected.trailers().cloned();
-        let field = |name| grpc_field(trailers.as_ref(), &parts.headers, name);
-        let status =
-            field("grpc-status").map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-        if status.as_deref() != Some("0") {
-            let message = field("grpc-message")
-                .map(|v| {
-                    percent_encoding::percent_decode(v.as_bytes())
-                        .decode_utf8_lossy()
-                        .into_owned()
-                })
-                .unwrap_or_default();
-            return Err(failed(format!(
-                "gRPC status {}: {message}",
-                status.unwrap_or_else(|| "none".into())
-            )));
-        }
-        let body = collected.to_bytes();
-        framed_message(&body)
-            .map(Bytes::copy_from_slice)
-            .ok_or_else(|| failed("the answer is not one uncompressed message".into()))
+        unary::call(
+            &self.sender,
+            &format!("{}{method}", self.prefix),
+            message,
+            CALL_TIMEOUT,
+        )
+        .await
+        .map_err(|e| ProbeError::Call {
+            call: method,
+            why: e.to_string(),
+        })
     }
 }
 

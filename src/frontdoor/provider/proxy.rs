@@ -18,7 +18,6 @@ use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Empty, StreamBody};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::client::conn::http2::SendRequest;
@@ -30,7 +29,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::cut::{Mechanism, cut};
 
-use super::cone::{ConeReads, is_read_call};
+use super::cone::{ConeReads, ReadStep, is_plan_call, is_read_call};
 use super::dynamic;
 use super::launch::{LaunchError, Launcher, Plugin, Upstream};
 use super::lockfile::ProviderAddress;
@@ -39,6 +38,7 @@ use super::proto::tfplugin5::configure_provider;
 use super::recorder::{Recorder, is_apply_call};
 use super::schema_cache::{Answer, SchemaCache, frame, framed_message, grpc_field, is_schema_call};
 use super::spares::Spares;
+use super::unary::{Body, BoxError};
 
 /// One configuration terraform configured a marked provider with.
 #[derive(Clone)]
@@ -76,11 +76,6 @@ impl Shared {
         self.cone.lock().ok().and_then(|c| c.clone())
     }
 }
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The body of an answer: the plugin's own as it comes, a kept one, or none.
-type Body = BoxBody<Bytes, BoxError>;
 
 /// What the connections of one provider share: its spare plugins, the schema answer, and (with [`Mechanism::OwnPlugin`] cut) the one plugin they all share.
 struct Provider {
@@ -342,6 +337,11 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
     {
         return Ok(read_in_cone(live, req, &cone).await);
     }
+    if is_plan_call(&path)
+        && let Some(cone) = conn.shared.cone()
+    {
+        return Ok(plan_in_cone(live, req, &cone).await);
+    }
     if !schema {
         return Ok(forward(live, req).await);
     }
@@ -425,20 +425,82 @@ async fn apply_recorded(
     Response::from_parts(parts, whole_body(answer, trailers))
 }
 
-/// Answer a resource read outside the cone from its record; send any other on to the provider.
+/// Answer a cone plan's resource read from its record or the run's fresh read, or send it to the provider and keep the answer.
 async fn read_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> Response<Body> {
     if cut(Mechanism::ConeReads) {
         return forward(live, req).await;
     }
+    let path = req.uri().path().to_string();
     let (parts, body) = req.into_parts();
     let request = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => return unavailable(&format!("provider door: the read call broke off: {e}")),
     };
-    if let Some(answer) = framed_message(&request).and_then(|m| cone.answer(m)) {
-        return whole(&ok_answer(frame(&answer)));
+    let Some(message) = framed_message(&request).map(Bytes::copy_from_slice) else {
+        return forward_body(live, Request::from_parts(parts, whole_body(request, None))).await;
+    };
+    let object = match cone.read(&message, &live.sender, &path).await {
+        ReadStep::Answer(answer) => return whole(&ok_answer(frame(&answer))),
+        ReadStep::Provider(object) => object,
+    };
+    let resp = forward_body(live, Request::from_parts(parts, whole_body(request, None))).await;
+    let Some(object) = object else {
+        return resp;
+    };
+    let (answer, ok) = match collect_answer(resp).await {
+        Ok(collected) => collected,
+        Err(resp) => return resp,
+    };
+    if ok && let Some(m) = framed_message(&answer.body) {
+        cone.provider_answered(object, &message, m);
     }
-    forward_body(live, Request::from_parts(parts, whole_body(request, None))).await
+    whole(&answer)
+}
+
+/// Forward a cone plan's resource plan call, and let the cone confirm its object against the cloud before terraform hears the plan.
+async fn plan_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let request = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return unavailable(&format!("provider door: the plan call broke off: {e}")),
+    };
+    let resp = forward_body(
+        live,
+        Request::from_parts(parts, whole_body(request.clone(), None)),
+    )
+    .await;
+    let (answer, ok) = match collect_answer(resp).await {
+        Ok(collected) => collected,
+        Err(resp) => return resp,
+    };
+    if ok
+        && let (Some(request), Some(planned)) =
+            (framed_message(&request), framed_message(&answer.body))
+    {
+        cone.planned(request, planned).await;
+    }
+    whole(&answer)
+}
+
+/// A plugin's answer collected whole, and whether its status is OK; an answer that broke off, as terraform is to hear it.
+async fn collect_answer(resp: Response<Body>) -> Result<(Answer, bool), Response<Body>> {
+    let (mut parts, body) = resp.into_parts();
+    let collected = body
+        .collect()
+        .await
+        .map_err(|e| unavailable(&format!("provider door: the answer broke off: {e}")))?;
+    let trailers = collected.trailers().cloned().unwrap_or_default();
+    let ok = grpc_field(Some(&trailers), &parts.headers, "grpc-status")
+        .is_some_and(|v| v.as_bytes() == b"0");
+    parts.headers.remove(hyper::header::CONTENT_LENGTH);
+    Ok((
+        Answer {
+            headers: parts.headers,
+            trailers,
+            body: collected.to_bytes(),
+        },
+        ok,
+    ))
 }
 
 /// The gRPC paths of the configure call, in protocols 5 (`Configure`) and 6.
