@@ -402,3 +402,83 @@ fn answer(state: &[u8], private: Option<&[u8]>, identity: Option<&[u8]>) -> Vec<
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontdoor::provider::proto::tfplugin5::AttributePath;
+
+    fn msgpack(v: &rmpv::Value) -> DynamicValue {
+        let mut buf = Vec::new();
+        rmpv::encode::write_value(&mut buf, v).unwrap();
+        DynamicValue {
+            msgpack: buf,
+            json: Vec::new(),
+        }
+    }
+
+    fn object(pairs: &[(&str, rmpv::Value)]) -> rmpv::Value {
+        rmpv::Value::Map(
+            pairs
+                .iter()
+                .map(|(k, v)| (rmpv::Value::from(*k), v.clone()))
+                .collect(),
+        )
+    }
+
+    fn plan(prior: &rmpv::Value, planned: &rmpv::Value) -> bool {
+        let request = plan_resource_change::Request {
+            type_name: "aws_ssm_parameter".into(),
+            prior_state: Some(msgpack(prior)),
+            proposed_new_state: None,
+        };
+        let answer = plan_resource_change::Response {
+            planned_state: Some(msgpack(planned)),
+            requires_replace: Vec::new(),
+            diagnostics: Vec::new(),
+        };
+        changes(&request, &answer)
+    }
+
+    #[test]
+    fn a_plan_changes_its_object_when_its_state_or_replacement_says_so() {
+        let a = object(&[("v", "1".into()), ("n", rmpv::Value::Nil)]);
+        assert!(!plan(&a, &a));
+        assert!(plan(
+            &a,
+            &object(&[("v", "2".into()), ("n", rmpv::Value::Nil)])
+        ));
+        // An unknown where the prior state had null is a change, though both read as null.
+        let unknown = rmpv::Value::Ext(0, vec![0]);
+        assert!(plan(&a, &object(&[("v", "1".into()), ("n", unknown)])));
+        // A replacement is a change whatever the states say.
+        let request = plan_resource_change::Request {
+            type_name: "t".into(),
+            prior_state: Some(msgpack(&a)),
+            proposed_new_state: None,
+        };
+        let answer = plan_resource_change::Response {
+            planned_state: Some(msgpack(&a)),
+            requires_replace: vec![AttributePath { steps: Vec::new() }],
+            diagnostics: Vec::new(),
+        };
+        assert!(changes(&request, &answer));
+    }
+
+    #[test]
+    fn a_record_answers_with_its_state_private_data_and_identity() {
+        let state = msgpack(&object(&[("v", "1".into())])).encode_to_vec();
+        let answered = answer(&state, Some(b"{\"schema_version\":\"1\"}"), Some(b"id"));
+        let resp = read_resource::Response::decode(answered.as_slice()).unwrap();
+        assert_eq!(resp.new_state.unwrap().encode_to_vec(), state);
+        assert_eq!(resp.private, b"{\"schema_version\":\"1\"}");
+        assert!(resp.diagnostics.is_empty());
+        assert_eq!(field(&answered, RESP_NEW_IDENTITY).unwrap(), b"id");
+        assert_eq!(
+            answered_state(&answered),
+            Some(serde_json::json!({"v": "1"}))
+        );
+        // Not a message: nothing read.
+        assert!(typed_state(&[0xff, 0xff], REQ_CURRENT_STATE).is_none());
+    }
+}
