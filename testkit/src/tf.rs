@@ -102,7 +102,8 @@ pub fn turn() -> Turn {
     Turn::new(false, asked)
 }
 
-/// Wait for a turn no other terraform-heavy test shares: for a test whose assertions time it.
+/// Wait for a turn no other terraform-heavy test of this test binary shares (`make test` runs the
+/// other binaries beside it): for a test whose assertions time it.
 pub fn turn_alone() -> Turn {
     let asked = Instant::now();
     let mut turns = TURNS.lock().unwrap_or_else(|e| e.into_inner());
