@@ -11,9 +11,10 @@ build:
 	$(CARGO) build
 
 ## make test: every test, with its peers (moto_server for S3 and IAM, azurite for Azure Blob Storage,
-## gcp-storage-emulator for GCS) installed if missing, started on free loopback ports and stopped after.
+## gcp-storage-emulator for GCS) installed if missing, started on free loopback ports and stopped after;
+## scripts/test builds every test once, then runs the terraform-heavy `run` beside the other binaries.
 test:
-	scripts/with-peers $(CARGO) test --no-fail-fast
+	CARGO=$(CARGO) scripts/with-peers scripts/test
 
 ## make demo: two terraform applies on one root at once, on the local record store; no cloud needed.
 demo: build

@@ -24,10 +24,50 @@ struct Turns {
 /// A test's turn, given back when dropped.
 pub struct Turn {
     alone: bool,
+    asked: Instant,
+    got: Instant,
+}
+
+impl Turn {
+    fn new(alone: bool, asked: Instant) -> Turn {
+        Turn {
+            alone,
+            asked,
+            got: Instant::now(),
+        }
+    }
+
+    /// With `CHOUDOUFU_TEST_TURN_LOG` set, one line appended to that file per turn: the test,
+    /// `alone` or `shared`, the seconds it waited for its turn and the seconds it held it.
+    fn log(&self) {
+        let Some(path) = std::env::var_os("CHOUDOUFU_TEST_TURN_LOG") else {
+            return;
+        };
+        let line = format!(
+            "{}\t{}\t{:.1}\t{:.1}\n",
+            std::thread::current().name().unwrap_or("?"),
+            if self.alone { "alone" } else { "shared" },
+            (self.got - self.asked).as_secs_f64(),
+            self.got.elapsed().as_secs_f64(),
+        );
+        use std::io::Write;
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if let Err(e) = written {
+            eprintln!(
+                "testkit: the turn log {} was not written: {e}",
+                path.display()
+            );
+        }
+    }
 }
 
 impl Drop for Turn {
     fn drop(&mut self) {
+        self.log();
         let mut turns = TURNS.lock().unwrap_or_else(|e| e.into_inner());
         if self.alone {
             turns.alone = false;
@@ -52,17 +92,20 @@ fn shared_turns() -> usize {
 
 /// Wait for this test's turn, shared with at most `CHOUDOUFU_TEST_TURNS - 1` others.
 pub fn turn() -> Turn {
+    let asked = Instant::now();
     let mut turns = TURNS.lock().unwrap_or_else(|e| e.into_inner());
     // A test waiting to run alone goes first, so it is not starved.
     while turns.alone || turns.alone_waiting > 0 || turns.shared >= shared_turns() {
         turns = TURN_FREED.wait(turns).unwrap_or_else(|e| e.into_inner());
     }
     turns.shared += 1;
-    Turn { alone: false }
+    Turn::new(false, asked)
 }
 
-/// Wait for a turn no other terraform-heavy test shares: for a test whose assertions time it.
+/// Wait for a turn no other terraform-heavy test of this test binary shares (`make test` runs the
+/// other binaries beside it): for a test whose assertions time it.
 pub fn turn_alone() -> Turn {
+    let asked = Instant::now();
     let mut turns = TURNS.lock().unwrap_or_else(|e| e.into_inner());
     turns.alone_waiting += 1;
     while turns.alone || turns.shared > 0 {
@@ -70,7 +113,7 @@ pub fn turn_alone() -> Turn {
     }
     turns.alone_waiting -= 1;
     turns.alone = true;
-    Turn { alone: true }
+    Turn::new(true, asked)
 }
 
 /// The real terraform binary; a loud failure when it is missing.
