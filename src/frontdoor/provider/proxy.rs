@@ -345,21 +345,12 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
     if !schema {
         return Ok(forward(live, req).await);
     }
-    let resp = forward(live, req).await;
-    let (parts, body) = resp.into_parts();
-    match body.collect().await {
-        Ok(collected) => {
-            let answer = Answer {
-                headers: parts.headers,
-                trailers: collected.trailers().cloned().unwrap_or_default(),
-                body: collected.to_bytes(),
-            };
+    match collect_answer(forward(live, req).await, "schema").await {
+        Ok((answer, _)) => {
             conn.provider.schema.offer(&answer);
             Ok(whole(&answer))
         }
-        Err(e) => Ok(unavailable(&format!(
-            "provider door: the schema answer broke off: {e}"
-        ))),
+        Err(resp) => Ok(resp),
     }
 }
 
@@ -447,7 +438,7 @@ async fn read_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> 
     let Some(object) = object else {
         return resp;
     };
-    let (answer, ok) = match collect_answer(resp).await {
+    let (answer, ok) = match collect_answer(resp, "read").await {
         Ok(collected) => collected,
         Err(resp) => return resp,
     };
@@ -469,7 +460,7 @@ async fn plan_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> 
         Request::from_parts(parts, whole_body(request.clone(), None)),
     )
     .await;
-    let (answer, ok) = match collect_answer(resp).await {
+    let (answer, ok) = match collect_answer(resp, "plan").await {
         Ok(collected) => collected,
         Err(resp) => return resp,
     };
@@ -482,13 +473,16 @@ async fn plan_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> 
     whole(&answer)
 }
 
-/// A plugin's answer collected whole, and whether its status is OK; an answer that broke off, as terraform is to hear it.
-async fn collect_answer(resp: Response<Body>) -> Result<(Answer, bool), Response<Body>> {
+/// A plugin's answer to a `what` call collected whole, and whether its status is OK; an answer that broke off, as terraform is to hear it.
+async fn collect_answer(
+    resp: Response<Body>,
+    what: &str,
+) -> Result<(Answer, bool), Response<Body>> {
     let (mut parts, body) = resp.into_parts();
     let collected = body
         .collect()
         .await
-        .map_err(|e| unavailable(&format!("provider door: the answer broke off: {e}")))?;
+        .map_err(|e| unavailable(&format!("provider door: the {what} answer broke off: {e}")))?;
     let trailers = collected.trailers().cloned().unwrap_or_default();
     let ok = grpc_field(Some(&trailers), &parts.headers, "grpc-status")
         .is_some_and(|v| v.as_bytes() == b"0");
