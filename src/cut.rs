@@ -153,6 +153,10 @@ pub enum Mechanism {
     ErroredAdvice,
     /// The provider door checking each package it launches against the lock file's `h1:` hashes.
     ProviderHashCheck,
+    /// Using a package's kept `h1:` hash only while each of its files is the same file, unchanged (cut: whenever one is kept).
+    KeptHashCheck,
+    /// Keeping the state's types in the schema answer the door narrows to what the run names (cut: the configuration's words alone).
+    SchemaStateTypes,
     /// `run`'s terraform and provider processes dying with `run` (a parent-death signal).
     ParentDeath,
     /// `run` starting the providers itself behind its provider door (cut: terraform starts them).
@@ -292,6 +296,8 @@ impl Mechanism {
         Mechanism::CanonicalCompare,
         Mechanism::ErroredAdvice,
         Mechanism::ProviderHashCheck,
+        Mechanism::KeptHashCheck,
+        Mechanism::SchemaStateTypes,
         Mechanism::ParentDeath,
         Mechanism::ProviderDoor,
         Mechanism::ReturnRecords,
@@ -398,6 +404,8 @@ impl Mechanism {
             Mechanism::CanonicalCompare => "canonical-compare",
             Mechanism::ErroredAdvice => "errored-advice",
             Mechanism::ProviderHashCheck => "provider-hash-check",
+            Mechanism::KeptHashCheck => "kept-hash-check",
+            Mechanism::SchemaStateTypes => "schema-state-types",
             Mechanism::ParentDeath => "parent-death",
             Mechanism::ProviderDoor => "provider-door",
             Mechanism::ReturnRecords => "return-records",

@@ -176,6 +176,12 @@ impl Attempt {
                 None => Server::Http(http::serve(self.backend.clone()).await?),
             };
             tracing::info!(url = %server.url(), estate = %ctx.config.estate, "serving state for this run");
+            // The types of the state terraform is served stay in the schema answers the provider door gives.
+            let backend = self.backend.clone();
+            ctx.tf.serve_state_from(Box::new(move || {
+                let backend = backend.clone();
+                Box::pin(async move { backend.session().snapshot().await })
+            }));
             self.server = Some(server);
         }
         self.server

@@ -11,8 +11,10 @@ use tokio::process::Command;
 use super::error::RunError;
 use super::signals::{Caught, Signals};
 use crate::engine::plan::{Plan, PlanJsonError};
+use crate::frontdoor::provider::cone::Records;
 use crate::frontdoor::provider::launch::die_with_parent;
 use crate::frontdoor::provider::marking::Marking;
+use crate::frontdoor::provider::used_types::StateSource;
 use crate::frontdoor::provider::{Door, DoorError};
 use crate::frontdoor::state_server::StateServer as Server;
 
@@ -31,6 +33,8 @@ const DOOR_COMMANDS: &[&str] = &["plan", "apply", "destroy", "refresh", "import"
 pub struct DoorCell {
     root: PathBuf,
     marking: Option<Marking>,
+    /// Where the door reads the state terraform is served (the types it names stay in the schema answer).
+    state: StateSource,
     door: tokio::sync::OnceCell<Door>,
 }
 
@@ -40,13 +44,14 @@ impl DoorCell {
         Arc::new(DoorCell {
             root,
             marking,
+            state: StateSource::default(),
             door: tokio::sync::OnceCell::new(),
         })
     }
 
     async fn open(&self) -> Result<&Door, DoorError> {
         self.door
-            .get_or_try_init(|| Door::open(&self.root, self.marking.clone()))
+            .get_or_try_init(|| Door::open(&self.root, self.marking.clone(), self.state.clone()))
             .await
     }
 }
@@ -89,6 +94,15 @@ impl Terraform {
             .into_iter()
             .map(|(k, v)| (k, v.to_string()))
             .collect())
+    }
+
+    /// The door reads the state terraform is served from `records` from now on.
+    pub fn serve_state_from(&self, records: Records) {
+        if let Some(cell) = &self.door
+            && let Ok(mut source) = cell.state.lock()
+        {
+            *source = Some(records);
+        }
     }
 
     /// The provider door, once open.

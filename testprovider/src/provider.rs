@@ -173,7 +173,10 @@ impl Provider for Cdftest {
             .map_err(log_err)?;
         let resp = pb::get_provider_schema::Response {
             provider: Some(schema::provider()),
-            resource_schemas: HashMap::from([(THING.to_string(), schema::thing())]),
+            resource_schemas: HashMap::from([
+                (THING.to_string(), schema::thing()),
+                (schema::SPARE.to_string(), schema::thing()),
+            ]),
             server_capabilities: Some(pb::ServerCapabilities::default()),
             ..Default::default()
         };

@@ -1,9 +1,12 @@
-//! The provider's schema: no provider settings, one managed resource `cdftest_thing`.
+//! The provider's schema: no provider settings, one managed resource `cdftest_thing` (and `cdftest_spare`, in the schema only).
 
 use choudoufu_live::frontdoor::plugin::proto::tfplugin6 as pb;
 
 /// The one resource type.
 pub const THING: &str = "cdftest_thing";
+
+/// A second type in the schema, with `cdftest_thing`'s schema, that no fixture uses: what the provider door leaves out of the schema terraform hears.
+pub const SPARE: &str = "cdftest_spare";
 
 fn attribute(name: &str, ty: &str, how: How, description: &str) -> pb::schema::Attribute {
     pb::schema::Attribute {

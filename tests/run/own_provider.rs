@@ -355,3 +355,44 @@ fn an_interrupt_stops_a_sleeping_apply() {
     assert_eq!(objects.len(), 1, "only a was created: {objects:?}");
     assert_eq!(objects[0]["name"], "a");
 }
+
+/// Through the provider door, terraform hears the schema of the types the configuration and the
+/// state name: `cdftest_spare`, in the provider's schema but named by neither, is left out. A
+/// root whose resource blocks were all removed still destroys its things: their type comes
+/// from the state terraform is served.
+#[test]
+fn the_schema_terraform_hears_holds_the_types_the_configuration_and_the_state_name() {
+    let _turn = turn();
+    let cdf = Cdftest::new(false);
+    let root = Root::new("cdftest", "schema-types", &Records::Local);
+    must(run(&root, &cdf, &["init", "-input=false"]), "run init");
+    let logged = |args: &[&str]| {
+        let mut c = root.run_cmd(args);
+        cdf.env(&mut c).env("CHOUDOUFU_LOG", "info");
+        c.output().unwrap()
+    };
+    let out = must(
+        logged(&["apply", "-auto-approve", "-input=false"]),
+        "run apply",
+    );
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("the schema answer holds the types the configuration and state name")
+            && err.contains("kept=1 of=2"),
+        "{err}"
+    );
+    assert_eq!(cdf.objects().len(), 2);
+    // Every resource block goes: only the provider's requirement is left.
+    let main = root.path().join("main.tf");
+    let text_of_main = std::fs::read_to_string(&main).unwrap();
+    let end = text_of_main.find("variable").unwrap();
+    std::fs::write(&main, &text_of_main[..end]).unwrap();
+    let before = cdf.calls().len();
+    let out = logged(&["apply", "-auto-approve", "-input=false"]);
+    must(
+        out,
+        "the apply that destroys what the configuration no longer names",
+    );
+    assert_eq!(applies(&cdf.calls(), before), 2);
+    assert!(cdf.objects().is_empty(), "{:?}", cdf.objects());
+}

@@ -725,6 +725,47 @@ testkit::per_kind!(
 // ---------------------------------------------------------------------------------------------
 // The plugin doors, called in process: a diagnostic naming the field, never a panic.
 
+/// A package's `h1:` hash kept from an earlier run is used again only while its files are
+/// unchanged: a file changed in place to another of the same size is hashed again, and the
+/// package is refused by name (ProviderHashMismatch).
+#[test]
+fn a_package_changed_after_its_hash_was_kept_is_refused_by_name() {
+    use choudoufu_live::frontdoor::provider::kept_hash::{Hashed, KeptHashes};
+    use choudoufu_live::frontdoor::provider::lockfile::{self, LockfileError, Package};
+    let pkg = tempfile::tempdir().unwrap();
+    let exe = pkg.path().join("terraform-provider-aws_v5.100.0_x5");
+    std::fs::write(&exe, b"the plugin").unwrap();
+    std::fs::write(pkg.path().join("LICENSE.txt"), b"license\n").unwrap();
+    let h1 = lockfile::h1(pkg.path()).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let lock = root.path().join(lockfile::LOCK_FILE);
+    std::fs::write(
+        &lock,
+        format!(
+            "provider \"registry.terraform.io/hashicorp/aws\" {{\n  version = \"5.100.0\"\n  hashes = [\"{h1}\"]\n}}\n"
+        ),
+    )
+    .unwrap();
+    let locked = lockfile::read(&lock).unwrap().remove(0);
+    let package = Package {
+        dir: pkg.path().to_path_buf(),
+        executable: exe,
+    };
+    // Kept at once (the files here are seconds old; a run keeps a hash only after 2 s).
+    let kept = KeptHashes::new(root.path().join("kept"), Duration::ZERO);
+    assert_eq!(lockfile::verify(&locked, &package, &kept).unwrap(), h1);
+    assert_eq!(kept.h1(pkg.path()).unwrap(), Hashed::Kept(h1.clone()));
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(pkg.path().join("LICENSE.txt"), b"LICENSE\n").unwrap();
+    let e = lockfile::verify(&locked, &package, &kept).unwrap_err();
+    assert!(matches!(e, LockfileError::Mismatch { .. }), "{e}");
+    assert!(e.to_string().contains("ProviderHashMismatch"), "{e}");
+    assert!(
+        mode(&root.path().join("kept")) & 0o077 == 0,
+        "the kept hashes are private"
+    );
+}
+
 mod plugin_doors {
     use super::*;
     use choudoufu_live::frontdoor::plugin::live::LiveService;

@@ -9,6 +9,7 @@ use thiserror::Error;
 
 use super::client_tls::ClientIdentity;
 use super::cone::ConeReads;
+use super::kept_hash::KeptHashes;
 use super::launch::{LaunchError, Launcher, Plugin};
 use super::lockfile::{self, LOCK_FILE, LockfileError, ProviderAddress};
 use super::marking::Marking;
@@ -16,6 +17,7 @@ use super::probe::{Probe, ProbeError};
 use super::proxy::{Proxied, Shared};
 use super::reattach::{self, REATTACH_ENV};
 use super::recorder::Recorder;
+use super::used_types::{StateSource, UsedTypes};
 use crate::engine::plan::Plan;
 
 /// Why the door could not open, or refuses a plan.
@@ -81,14 +83,20 @@ impl Door {
     /// Check and start every provider of `root`'s lock file, each behind its own socket.
     ///
     /// With `marking`, each marked provider's configure call and creates carry the live markers ([`super::marking`]).
-    pub async fn open(root: &Path, marking: Option<Marking>) -> Result<Door, DoorError> {
+    pub async fn open(
+        root: &Path,
+        marking: Option<Marking>,
+        state: StateSource,
+    ) -> Result<Door, DoorError> {
         let locked = lockfile::read(&root.join(LOCK_FILE))?;
         let data = data_dir(root);
+        let kept = KeptHashes::for_data_dir(&data);
         let mut checks = Vec::new();
         for l in locked {
             let package = lockfile::package(&data, &l)?;
+            let kept = kept.clone();
             checks.push(tokio::task::spawn_blocking(move || {
-                lockfile::verify(&l, &package).map(|_| (l, package))
+                lockfile::verify(&l, &package, &kept).map(|_| (l, package))
             }));
         }
         let mut packages = Vec::new();
@@ -106,6 +114,13 @@ impl Door {
             marking,
             configs: std::sync::Mutex::new(Vec::new()),
             cone: std::sync::Mutex::new(None),
+            used: match UsedTypes::read(root, &data, state) {
+                Ok(used) => Some(used),
+                Err(e) => {
+                    tracing::warn!(error = %e, "provider door: terraform hears each provider's whole schema");
+                    None
+                }
+            },
         });
         let opening = packages.into_iter().map(|(l, package)| {
             Proxied::open(

@@ -9,6 +9,8 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
+use super::kept_hash::KeptHashes;
+
 /// The lock file's name in the root.
 pub const LOCK_FILE: &str = ".terraform.lock.hcl";
 
@@ -293,7 +295,11 @@ pub fn h1(dir: &Path) -> Result<String, std::io::Error> {
 }
 
 /// Every non-folder entry under `dir` (links to folders are not followed, as Go's `filepath.Walk`).
-fn collect(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io::Result<()> {
+pub(super) fn collect(
+    base: &Path,
+    dir: &Path,
+    out: &mut Vec<(String, PathBuf)>,
+) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let path = entry.path();
@@ -313,16 +319,24 @@ fn collect(base: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io
     Ok(())
 }
 
-/// Check the package of `locked` against the lock file's `h1:` hashes; give its hash.
-pub fn verify(locked: &Locked, package: &Package) -> Result<String, LockfileError> {
+/// Check the package of `locked` against the lock file's `h1:` hashes (a hash `kept` from an earlier run while its files are unchanged); give its hash.
+pub fn verify(
+    locked: &Locked,
+    package: &Package,
+    kept: &KeptHashes,
+) -> Result<String, LockfileError> {
     if crate::cut::cut(crate::cut::Mechanism::ProviderHashCheck) {
         return Ok(String::new());
     }
-    let found = h1(&package.dir).map_err(|source| LockfileError::Hash {
-        address: locked.address.to_string(),
-        dir: package.dir.clone(),
-        source,
-    })?;
+    let found = kept
+        .h1(&package.dir)
+        .map_err(|source| LockfileError::Hash {
+            address: locked.address.to_string(),
+            dir: package.dir.clone(),
+            source,
+        })?
+        .h1()
+        .to_string();
     let listed: Vec<&str> = locked
         .hashes
         .iter()
@@ -409,7 +423,9 @@ provider "registry.terraform.io/hashicorp/aws" {
             dir: dir.path().to_path_buf(),
             executable: dir.path().join("terraform-provider-aws_v5.100.0_x5"),
         };
-        let e = verify(&locked, &pkg).unwrap_err();
+        let kept = tempfile::tempdir().unwrap();
+        let kept = KeptHashes::new(kept.path(), std::time::Duration::ZERO);
+        let e = verify(&locked, &pkg, &kept).unwrap_err();
         assert!(matches!(e, LockfileError::Mismatch { .. }), "{e}");
         let text = e.to_string();
         assert!(

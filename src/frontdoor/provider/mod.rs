@@ -14,6 +14,7 @@ pub mod client_tls;
 pub mod cone;
 pub mod door;
 pub mod dynamic;
+pub mod kept_hash;
 pub mod launch;
 pub mod lockfile;
 pub mod marking;
@@ -25,6 +26,7 @@ pub mod recorder;
 pub mod schema_cache;
 pub mod spares;
 pub mod unary;
+pub mod used_types;
 pub mod wire;
 
 pub use door::{Door, DoorError};

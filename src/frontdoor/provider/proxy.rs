@@ -39,6 +39,7 @@ use super::recorder::{Recorder, is_apply_call};
 use super::schema_cache::{Answer, SchemaCache, frame, framed_message, grpc_field, is_schema_call};
 use super::spares::Spares;
 use super::unary::{Body, BoxError};
+use super::used_types::UsedTypes;
 
 /// One configuration terraform configured a marked provider with.
 #[derive(Clone)]
@@ -63,6 +64,8 @@ pub struct Shared {
     pub configs: Mutex<Vec<Configured>>,
     /// What answers resource reads outside the cone, while a cone plan runs.
     pub cone: Mutex<Option<Arc<ConeReads>>>,
+    /// The types the run names, which narrow the schema answer terraform hears (none: the whole answer).
+    pub used: Option<UsedTypes>,
 }
 
 impl Shared {
@@ -311,7 +314,10 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
     let schema = is_schema_call(&path);
     if schema && let Some(kept) = conn.provider.schema.settled().await {
         tracing::info!(provider = %conn.plugin.address, "provider door: answered a schema call from the kept answer");
-        return Ok(whole(&kept));
+        return Ok(match &conn.shared.used {
+            Some(used) => whole(&used.answer(&kept).await),
+            None => whole(&kept),
+        });
     }
     let live = match conn.live(&path).await {
         Ok(live) => live,
