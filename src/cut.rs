@@ -157,6 +157,8 @@ pub enum Mechanism {
     KeptHashCheck,
     /// Keeping the state's types in the schema answer the door narrows to what the run names (cut: the configuration's words alone).
     SchemaStateTypes,
+    /// The provider door answering a provider configuration's validation from the run's kept answer to the same request.
+    KeptValidations,
     /// `run`'s terraform and provider processes dying with `run` (a parent-death signal).
     ParentDeath,
     /// `run` starting the providers itself behind its provider door (cut: terraform starts them).
@@ -298,6 +300,7 @@ impl Mechanism {
         Mechanism::ProviderHashCheck,
         Mechanism::KeptHashCheck,
         Mechanism::SchemaStateTypes,
+        Mechanism::KeptValidations,
         Mechanism::ParentDeath,
         Mechanism::ProviderDoor,
         Mechanism::ReturnRecords,
@@ -406,6 +409,7 @@ impl Mechanism {
             Mechanism::ProviderHashCheck => "provider-hash-check",
             Mechanism::KeptHashCheck => "kept-hash-check",
             Mechanism::SchemaStateTypes => "schema-state-types",
+            Mechanism::KeptValidations => "kept-validations",
             Mechanism::ParentDeath => "parent-death",
             Mechanism::ProviderDoor => "provider-door",
             Mechanism::ReturnRecords => "return-records",

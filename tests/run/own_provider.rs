@@ -396,3 +396,25 @@ fn the_schema_terraform_hears_holds_the_types_the_configuration_and_the_state_na
     assert_eq!(applies(&cdf.calls(), before), 2);
     assert!(cdf.objects().is_empty(), "{:?}", cdf.objects());
 }
+
+/// Through the provider door, a provider configuration's validation is asked of a plugin once
+/// per distinct configuration in a run: terraform validates the (empty) configuration of the
+/// project's own provider at each walk of the plan and of the apply, and the provider's call
+/// log shows one ValidateProviderConfig; the apply lands.
+#[test]
+fn a_provider_configuration_is_validated_once_per_run() {
+    let _turn = turn();
+    let cdf = Cdftest::new(false);
+    let root = Root::new("cdftest", "validations", &Records::Local);
+    must(run(&root, &cdf, &["init", "-input=false"]), "run init");
+    let before = cdf.calls().len();
+    must(
+        run(&root, &cdf, &["apply", "-auto-approve", "-input=false"]),
+        "run apply",
+    );
+    let calls = cdf.calls();
+    let validations = started(&calls[before..], "ValidateProviderConfig", None).count();
+    assert_eq!(validations, 1, "{:#?}", &calls[before..]);
+    assert_eq!(applies(&calls, before), 2);
+    assert_eq!(cdf.objects().len(), 2);
+}

@@ -27,6 +27,7 @@ pub mod schema_cache;
 pub mod spares;
 pub mod unary;
 pub mod used_types;
+pub mod validations;
 pub mod wire;
 
 pub use door::{Door, DoorError};

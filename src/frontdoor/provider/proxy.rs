@@ -40,6 +40,7 @@ use super::schema_cache::{Answer, SchemaCache, frame, framed_message, grpc_field
 use super::spares::Spares;
 use super::unary::{Body, BoxError};
 use super::used_types::UsedTypes;
+use super::validations::{Validations, is_provider_validation};
 
 /// One configuration terraform configured a marked provider with.
 #[derive(Clone)]
@@ -84,6 +85,7 @@ impl Shared {
 struct Provider {
     spares: Arc<Spares>,
     schema: Arc<SchemaCache>,
+    validations: Validations,
     shared_live: Mutex<Option<Arc<Live>>>,
 }
 
@@ -122,6 +124,7 @@ impl Proxied {
         let provider = Arc::new(Provider {
             spares: spares.clone(),
             schema,
+            validations: Validations::default(),
             shared_live: Mutex::new(None),
         });
         let accepting = tokio::spawn(accept(listener, plugin.clone(), shared, provider));
@@ -295,6 +298,55 @@ const SHUTDOWN: &str = "/plugin.GRPCController/Shutdown";
 
 /// Answer one call of terraform's.
 async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    let req = req.map(|b| b.map_err(BoxError::from).boxed());
+    if is_provider_validation(req.uri().path()) {
+        return Ok(validate_provider(conn, req).await);
+    }
+    handle_call(conn, req).await
+}
+
+/// Validate a provider's configuration: the run's kept answer to the same request, or the plugin's (kept).
+///
+/// The provider configuration's validation depends on nothing but the configuration sent,
+/// and the AWS provider checks its whole schema in it (about 2.3 s), at each walk of each
+/// terraform process: the run asks a plugin once per distinct configuration.
+async fn validate_provider(conn: Arc<Conn>, req: Request<Body>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let (parts, body) = req.into_parts();
+    let request = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return unavailable(&format!(
+                "provider door: the validation call broke off: {e}"
+            ));
+        }
+    };
+    if let Some(kept) = conn.provider.validations.get(&path, &request) {
+        tracing::info!(provider = %conn.plugin.address, "provider door: answered a provider configuration's validation from the run's kept answer");
+        return whole(&kept);
+    }
+    let resp = match handle_call(
+        conn.clone(),
+        Request::from_parts(parts, whole_body(request.clone(), None)),
+    )
+    .await
+    {
+        Ok(resp) => resp,
+        Err(never) => match never {},
+    };
+    match collect_answer(resp, "validation").await {
+        Ok((answer, ok)) => {
+            if ok {
+                conn.provider.validations.keep(&path, &request, &answer);
+            }
+            whole(&answer)
+        }
+        Err(resp) => resp,
+    }
+}
+
+/// Answer one call of terraform's, its body already the door's own.
+async fn handle_call(conn: Arc<Conn>, req: Request<Body>) -> Result<Response<Body>, Infallible> {
     let path = req.uri().path().to_string();
     if PLUGIN_STREAMS.contains(&path.as_str()) && conn.live.get().is_none() {
         return Ok(match conn.started().await {
@@ -309,7 +361,7 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
         && VALIDATION_PATHS.contains(&path.as_str())
         && let Some(validator) = conn.provider.spares.validator().await
     {
-        return Ok(send(&validator, req.map(|b| b.map_err(BoxError::from).boxed())).await);
+        return Ok(send(&validator, req).await);
     }
     let schema = is_schema_call(&path);
     if schema && let Some(kept) = conn.provider.schema.settled().await {
@@ -367,7 +419,7 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
 async fn apply_recorded(
     conn: &Conn,
     live: &Live,
-    req: Request<Incoming>,
+    req: Request<Body>,
     recorder: &Recorder,
 ) -> Response<Body> {
     if cut(Mechanism::ReturnRecords) {
@@ -387,7 +439,7 @@ async fn apply_recorded(
         None => request.clone(),
     };
     let req = Request::from_parts(parts, whole_body(sent, None));
-    let resp = forward_body(live, req).await;
+    let resp = forward(live, req).await;
     let (parts, body) = resp.into_parts();
     let collected = match body.collect().await {
         Ok(collected) => collected,
@@ -423,7 +475,7 @@ async fn apply_recorded(
 }
 
 /// Answer a cone plan's resource read from its record or the run's fresh read, or send it to the provider and keep the answer.
-async fn read_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> Response<Body> {
+async fn read_in_cone(live: &Live, req: Request<Body>, cone: &ConeReads) -> Response<Body> {
     if cut(Mechanism::ConeReads) {
         return forward(live, req).await;
     }
@@ -434,13 +486,13 @@ async fn read_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> 
         Err(e) => return unavailable(&format!("provider door: the read call broke off: {e}")),
     };
     let Some(message) = framed_message(&request).map(Bytes::copy_from_slice) else {
-        return forward_body(live, Request::from_parts(parts, whole_body(request, None))).await;
+        return forward(live, Request::from_parts(parts, whole_body(request, None))).await;
     };
     let object = match cone.read(&message, &live.sender, &path).await {
         ReadStep::Answer(answer) => return whole(&ok_answer(frame(&answer))),
         ReadStep::Provider(object) => object,
     };
-    let resp = forward_body(live, Request::from_parts(parts, whole_body(request, None))).await;
+    let resp = forward(live, Request::from_parts(parts, whole_body(request, None))).await;
     let Some(object) = object else {
         return resp;
     };
@@ -455,13 +507,13 @@ async fn read_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> 
 }
 
 /// Forward a cone plan's resource plan call, and let the cone confirm its object against the cloud before terraform hears the plan.
-async fn plan_in_cone(live: &Live, req: Request<Incoming>, cone: &ConeReads) -> Response<Body> {
+async fn plan_in_cone(live: &Live, req: Request<Body>, cone: &ConeReads) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let request = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => return unavailable(&format!("provider door: the plan call broke off: {e}")),
     };
-    let resp = forward_body(
+    let resp = forward(
         live,
         Request::from_parts(parts, whole_body(request.clone(), None)),
     )
@@ -515,7 +567,7 @@ const CONFIGURE_CONFIG: u32 = 2;
 /// Forward a marked provider's configure call with `tofu-` added to its `ignore_tags`, and keep its configuration for the marker listings.
 ///
 /// A configuration the door cannot read goes on unchanged, and is said.
-async fn configure_marked(conn: &Conn, live: &Live, req: Request<Incoming>) -> Response<Body> {
+async fn configure_marked(conn: &Conn, live: &Live, req: Request<Body>) -> Response<Body> {
     let (mut parts, body) = req.into_parts();
     let request = match body.collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -558,7 +610,7 @@ async fn configure_marked(conn: &Conn, live: &Live, req: Request<Incoming>) -> R
         }
         None => request,
     };
-    forward_body(live, Request::from_parts(parts, whole_body(sent, None))).await
+    forward(live, Request::from_parts(parts, whole_body(sent, None))).await
 }
 
 /// Keep `config` (and the `message` that carried it) among the provider's configurations, once.
@@ -591,12 +643,7 @@ fn whole_body(data: Bytes, trailers: Option<hyper::HeaderMap>) -> Body {
 }
 
 /// Send one request on to the plugin, and its answer back as it comes.
-async fn forward(live: &Live, req: Request<Incoming>) -> Response<Body> {
-    forward_body(live, req.map(|b| b.map_err(BoxError::from).boxed())).await
-}
-
-/// [`forward`] for a request whose body is already the door's own.
-async fn forward_body(live: &Live, req: Request<Body>) -> Response<Body> {
+async fn forward(live: &Live, req: Request<Body>) -> Response<Body> {
     send(&live.sender, req).await
 }
 
