@@ -96,7 +96,8 @@ impl Door {
             let package = lockfile::package(&data, &l)?;
             let kept = kept.clone();
             checks.push(tokio::task::spawn_blocking(move || {
-                lockfile::verify(&l, &package, &kept).map(|_| (l, package))
+                lockfile::verify(&l, &package, |dir| kept.h1(dir).map(|h| h.h1().to_string()))
+                    .map(|_| (l, package))
             }));
         }
         let mut packages = Vec::new();

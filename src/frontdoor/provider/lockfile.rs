@@ -9,8 +9,6 @@ use base64::Engine;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
-use super::kept_hash::KeptHashes;
-
 /// The lock file's name in the root.
 pub const LOCK_FILE: &str = ".terraform.lock.hcl";
 
@@ -319,24 +317,20 @@ pub(super) fn collect(
     Ok(())
 }
 
-/// Check the package of `locked` against the lock file's `h1:` hashes (a hash `kept` from an earlier run while its files are unchanged); give its hash.
+/// Check the package of `locked` against the lock file's `h1:` hashes, its hash found by `hash` ([`h1`], or one kept from an earlier run); give its hash.
 pub fn verify(
     locked: &Locked,
     package: &Package,
-    kept: &KeptHashes,
+    hash: impl FnOnce(&Path) -> std::io::Result<String>,
 ) -> Result<String, LockfileError> {
     if crate::cut::cut(crate::cut::Mechanism::ProviderHashCheck) {
         return Ok(String::new());
     }
-    let found = kept
-        .h1(&package.dir)
-        .map_err(|source| LockfileError::Hash {
-            address: locked.address.to_string(),
-            dir: package.dir.clone(),
-            source,
-        })?
-        .h1()
-        .to_string();
+    let found = hash(&package.dir).map_err(|source| LockfileError::Hash {
+        address: locked.address.to_string(),
+        dir: package.dir.clone(),
+        source,
+    })?;
     let listed: Vec<&str> = locked
         .hashes
         .iter()
@@ -423,9 +417,7 @@ provider "registry.terraform.io/hashicorp/aws" {
             dir: dir.path().to_path_buf(),
             executable: dir.path().join("terraform-provider-aws_v5.100.0_x5"),
         };
-        let kept = tempfile::tempdir().unwrap();
-        let kept = KeptHashes::new(kept.path(), std::time::Duration::ZERO);
-        let e = verify(&locked, &pkg, &kept).unwrap_err();
+        let e = verify(&locked, &pkg, h1).unwrap_err();
         assert!(matches!(e, LockfileError::Mismatch { .. }), "{e}");
         let text = e.to_string();
         assert!(
