@@ -1,6 +1,6 @@
 //! The claim algorithm: claim a plan's changes all at once or none, take over gone runs' marks, clear marks as records land, release the rest.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use futures::{StreamExt, stream};
@@ -169,7 +169,15 @@ impl Claims {
                 claims.release().await?;
                 continue;
             }
-            let after = MarkView::read(store, layout).await?;
+            // This run's own marks, just written, cannot block it: only the others' are read.
+            let own: HashMap<String, Version> = wanted
+                .iter()
+                .filter_map(|w| {
+                    let key = layout.pending_key(&w.address).into_string();
+                    Some((key, claims.version(&w.address)?))
+                })
+                .collect();
+            let after = MarkView::read_others(store, layout, &own).await?;
             let blocked = after.dependency_blocks(run_id, wanted);
             if !blocked.is_empty() {
                 claims.release().await?;

@@ -28,8 +28,22 @@ pub struct MarkView {
 impl MarkView {
     /// Read every mark of the estate and the run records of their runs.
     pub async fn read(store: &DynStore, layout: &Layout) -> Result<MarkView, StoreError> {
+        Self::read_others(store, layout, &HashMap::new()).await
+    }
+
+    /// [`MarkView::read`] without the marks `own` names by key, each listed at the version written (the caller's own: neither they nor their run record are fetched).
+    pub async fn read_others(
+        store: &DynStore,
+        layout: &Layout,
+        own: &HashMap<String, Version>,
+    ) -> Result<MarkView, StoreError> {
         let prefix = format!("{}p/", layout.prefix());
-        let listed = crate::store::list_all(store.as_ref(), &prefix).await?;
+        let mut listed = crate::store::list_all(store.as_ref(), &prefix).await?;
+        // A mark listed at another version than written is someone else's now: it is read.
+        listed.retain(|item| {
+            own.get(&item.key)
+                .is_none_or(|v| v.token != item.version.token)
+        });
         let fetched: Vec<Result<Option<(Mark, Version)>, StoreError>> = stream::iter(listed)
             .map(|item| async move { read_mark(store, &item.key).await })
             .buffer_unordered(PARALLEL)
