@@ -398,23 +398,34 @@ fn the_schema_terraform_hears_holds_the_types_the_configuration_and_the_state_na
 }
 
 /// Through the provider door, a provider configuration's validation is asked of a plugin once
-/// per distinct configuration in a run: terraform validates the (empty) configuration of the
-/// project's own provider at each walk of the plan and of the apply, and the provider's call
-/// log shows one ValidateProviderConfig; the apply lands.
+/// per distinct request, package and environment: terraform validates the (empty) configuration
+/// of the project's own provider at each walk of the plan and of the apply, and the provider's
+/// call log shows one ValidateProviderConfig; the next run's plan asks none (the answer was kept
+/// between runs), and a run with one more variable in its environment asks again.
 #[test]
-fn a_provider_configuration_is_validated_once_per_run() {
+fn a_provider_configuration_is_validated_once_per_request_package_and_environment() {
     let _turn = turn();
     let cdf = Cdftest::new(false);
     let root = Root::new("cdftest", "validations", &Records::Local);
     must(run(&root, &cdf, &["init", "-input=false"]), "run init");
+    let validations = |from: usize| {
+        let calls = cdf.calls();
+        started(&calls[from..], "ValidateProviderConfig", None).count()
+    };
     let before = cdf.calls().len();
     must(
         run(&root, &cdf, &["apply", "-auto-approve", "-input=false"]),
         "run apply",
     );
-    let calls = cdf.calls();
-    let validations = started(&calls[before..], "ValidateProviderConfig", None).count();
-    assert_eq!(validations, 1, "{:#?}", &calls[before..]);
-    assert_eq!(applies(&calls, before), 2);
+    assert_eq!(validations(before), 1, "{:#?}", &cdf.calls()[before..]);
+    assert_eq!(applies(&cdf.calls(), before), 2);
     assert_eq!(cdf.objects().len(), 2);
+    let before = cdf.calls().len();
+    must(run(&root, &cdf, &["plan", "-input=false"]), "the next plan");
+    assert_eq!(validations(before), 0, "{:#?}", &cdf.calls()[before..]);
+    let before = cdf.calls().len();
+    let mut c = root.run_cmd(&["plan", "-input=false"]);
+    cdf.env(&mut c).env("CHOUDOUFU_TEST_ONE_MORE", "1");
+    must(c.output().unwrap(), "a plan in another environment");
+    assert_eq!(validations(before), 1, "{:#?}", &cdf.calls()[before..]);
 }

@@ -18,6 +18,7 @@ use super::proxy::{Proxied, Shared};
 use super::reattach::{self, REATTACH_ENV};
 use super::recorder::Recorder;
 use super::used_types::{StateSource, UsedTypes};
+use super::validations::Validations;
 use crate::engine::plan::Plan;
 
 /// Why the door could not open, or refuses a plan.
@@ -97,7 +98,7 @@ impl Door {
             let kept = kept.clone();
             checks.push(tokio::task::spawn_blocking(move || {
                 lockfile::verify(&l, &package, |dir| kept.h1(dir).map(|h| h.h1().to_string()))
-                    .map(|_| (l, package))
+                    .map(|h1| (l, package, h1))
             }));
         }
         let mut packages = Vec::new();
@@ -123,7 +124,15 @@ impl Door {
                 }
             },
         });
-        let opening = packages.into_iter().map(|(l, package)| {
+        // The plugins' environment keys their kept validation answers (a setting's default may come from it).
+        let env: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+        let opening = packages.into_iter().map(|(l, package, h1)| {
+            use std::os::unix::ffi::OsStrExt;
+            let validations = Validations::new(
+                Some(Validations::dir_for(&data)),
+                &h1,
+                env.iter().map(|(k, v)| (k.as_bytes(), v.as_bytes())),
+            );
             Proxied::open(
                 Plugin {
                     address: l.address,
@@ -131,6 +140,7 @@ impl Door {
                     cwd: root.to_path_buf(),
                 },
                 shared.clone(),
+                validations,
             )
         });
         let mut providers = Vec::new();

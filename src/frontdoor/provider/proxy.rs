@@ -101,7 +101,11 @@ pub struct Proxied {
 
 impl Proxied {
     /// Start one plugin of `plugin` (its handshake names the protocol terraform is told, and it reads the schema for the door), then listen for terraform.
-    pub async fn open(plugin: Plugin, shared: Arc<Shared>) -> Result<Proxied, LaunchError> {
+    pub async fn open(
+        plugin: Plugin,
+        shared: Arc<Shared>,
+        validations: Validations,
+    ) -> Result<Proxied, LaunchError> {
         let first = shared.launcher.start(&plugin).await?;
         let protocol = first.protocol();
         let socket = shared.launcher.sockets.join(format!(
@@ -124,7 +128,7 @@ impl Proxied {
         let provider = Arc::new(Provider {
             spares: spares.clone(),
             schema,
-            validations: Validations::default(),
+            validations,
             shared_live: Mutex::new(None),
         });
         let accepting = tokio::spawn(accept(listener, plugin.clone(), shared, provider));
@@ -305,11 +309,7 @@ async fn handle(conn: Arc<Conn>, req: Request<Incoming>) -> Result<Response<Body
     handle_call(conn, req).await
 }
 
-/// Validate a provider's configuration: the run's kept answer to the same request, or the plugin's (kept).
-///
-/// The provider configuration's validation depends on nothing but the configuration sent,
-/// and the AWS provider checks its whole schema in it (about 2.3 s), at each walk of each
-/// terraform process: the run asks a plugin once per distinct configuration.
+/// Validate a provider's configuration: the answer kept for the same request ([`Validations`]), or the plugin's (then kept).
 async fn validate_provider(conn: Arc<Conn>, req: Request<Body>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let (parts, body) = req.into_parts();
@@ -322,8 +322,8 @@ async fn validate_provider(conn: Arc<Conn>, req: Request<Body>) -> Response<Body
         }
     };
     if let Some(kept) = conn.provider.validations.get(&path, &request) {
-        tracing::info!(provider = %conn.plugin.address, "provider door: answered a provider configuration's validation from the run's kept answer");
-        return whole(&kept);
+        tracing::info!(provider = %conn.plugin.address, "provider door: answered a provider configuration's validation from a kept answer");
+        return whole(&ok_answer(kept));
     }
     let resp = match handle_call(
         conn.clone(),
@@ -337,7 +337,9 @@ async fn validate_provider(conn: Arc<Conn>, req: Request<Body>) -> Response<Body
     match collect_answer(resp, "validation").await {
         Ok((answer, ok)) => {
             if ok {
-                conn.provider.validations.keep(&path, &request, &answer);
+                conn.provider
+                    .validations
+                    .keep(&path, &request, &answer.body);
             }
             whole(&answer)
         }
