@@ -151,66 +151,100 @@ pub async fn b6(rows: &mut Vec<Value>, n: usize) {
         }
         a
     };
-    // The floor of any plan that reads nothing: stock's own plan without a refresh.
-    let mut unrefreshed = plan("floor.tfplan");
-    unrefreshed.push("-refresh=false".into());
-    let t = Instant::now();
-    tf(stock.path(), &cli, &crate::args(&unrefreshed));
-    let floor_s = t.elapsed().as_secs_f64();
+    // The first size also times the floor of any plan that reads nothing (stock's own plan
+    // without a refresh) and the root's first cone plan after init; a larger one warms the root
+    // with a targeted plan instead, so that `make bench` keeps to its 20 minutes.
+    let detail = n <= crate::size(1000);
+    let floor_s = detail.then(|| {
+        let mut unrefreshed = plan("floor.tfplan");
+        unrefreshed.push("-refresh=false".into());
+        let t = Instant::now();
+        tf(stock.path(), &cli, &crate::args(&unrefreshed));
+        t.elapsed().as_secs_f64()
+    });
     proxy.reset();
     let t = Instant::now();
     tf(stock.path(), &cli, &crate::args(&plan("stock.tfplan")));
     let stock_s = t.elapsed().as_secs_f64();
     let stock_reads = reads(&proxy.take());
-    let t = Instant::now();
-    let out = live.run_with(&["--refresh=cone"], &crate::args(&plan("cone.tfplan")));
-    let cone_s = t.elapsed().as_secs_f64();
-    let cone_reads = reads(&proxy.take());
-    assert!(
-        out.status.success(),
-        "run --refresh=cone: {}",
-        text(&out.stderr)
-    );
-    for l in text(&out.stderr)
-        .lines()
-        .filter(|l| l.contains("cone plan:"))
-    {
-        eprintln!("bench: B6/{n}: {l}");
-    }
-    // A root's later plans: the first kept its provider's validation answers (docs/run.md, "A
-    // provider configuration is validated once"); the row times one of those, and says the first.
+    // The root's first plan after init asks the provider to validate its configuration; later
+    // plans answer from the kept answers (docs/run.md, "A provider configuration is validated
+    // once"). The row times a later one.
+    let first = if detail {
+        let t = Instant::now();
+        let out = live.run_with(&["--refresh=cone"], &crate::args(&plan("cone.tfplan")));
+        let cone_s = t.elapsed().as_secs_f64();
+        let cone_reads = reads(&proxy.take());
+        assert!(
+            out.status.success(),
+            "run --refresh=cone: {}",
+            text(&out.stderr)
+        );
+        Some((cone_s, cone_reads))
+    } else {
+        let mut warm = plan("warm.tfplan");
+        warm.push("-refresh=false".into());
+        warm.push("-target=aws_ssm_parameter.p[0]".into());
+        let out = live.run(&crate::args(&warm));
+        assert!(
+            out.status.success(),
+            "the warming plan: {}",
+            text(&out.stderr)
+        );
+        proxy.reset();
+        None
+    };
     let t = Instant::now();
     let again = live.run_with(&["--refresh=cone"], &crate::args(&plan("again.tfplan")));
     let again_s = t.elapsed().as_secs_f64();
     let again_reads = reads(&proxy.take());
     assert!(
         again.status.success(),
-        "run --refresh=cone, again: {}",
+        "run --refresh=cone: {}",
         text(&again.stderr)
     );
-    let told = text(&out.stderr)
+    for l in text(&again.stderr)
+        .lines()
+        .filter(|l| l.contains("cone plan:"))
+    {
+        eprintln!("bench: B6/{n}: {l}");
+    }
+    let told = text(&again.stderr)
         .lines()
         .find(|l| l.contains("not refreshed (cone)"))
         .unwrap_or("")
         .trim()
         .to_string();
     let stock_changes = planned(stock.path(), &cli, "stock.tfplan");
-    let same = stock_changes == planned(live.path(), &live.cli_config, "cone.tfplan")
-        && stock_changes == planned(live.path(), &live.cli_config, "again.tfplan");
+    let same = stock_changes == planned(live.path(), &live.cli_config, "again.tfplan")
+        && (first.is_none()
+            || stock_changes == planned(live.path(), &live.cli_config, "cone.tfplan"));
     let ratio = again_s / stock_s;
-    let first_ratio = cone_s / stock_s;
+    let first_said = first.map_or_else(
+        || "not timed at this size (a targeted plan warmed the root)".to_string(),
+        |(cone_s, cone_reads)| {
+            format!(
+                "{cone_s:.1} s, {:.2}x ({cone_reads} GetParameter)",
+                cone_s / stock_s
+            )
+        },
+    );
+    let floor_said = floor_s.map_or_else(
+        || "not timed at this size".to_string(),
+        |f| format!("{f:.1} s"),
+    );
     eprintln!(
-        "bench: B6/{n}: stock {stock_s:.1} s ({stock_reads} GetParameter), cone {again_s:.1} s ({again_reads}), the root's first cone plan {cone_s:.1} s ({cone_reads}), same changes {same}; stock's plan -refresh=false {floor_s:.1} s; seeded in {seeded:.0} s"
+        "bench: B6/{n}: stock {stock_s:.1} s ({stock_reads} GetParameter), cone {again_s:.1} s ({again_reads}), the root's first cone plan {first_said}, same changes {same}; stock's plan -refresh=false {floor_said}; seeded in {seeded:.0} s"
     );
     rows.push(json!({
         "id": format!("B6/{n}"),
-        "what": format!("terraform plan of one change on {n} `aws_ssm_parameter` (the real hashicorp/aws 5.100.0 against moto, 20 ms per request): stock's full plan against `run --refresh=cone`, a root's second plan (s)"),
+        "what": format!("terraform plan of one change on {n} `aws_ssm_parameter` (the real hashicorp/aws 5.100.0 against moto, 20 ms per request): stock's full plan against `run --refresh=cone`, a root's later plan (s)"),
         "stock": [stock_s, stock_s, stock_s],
         "live": [again_s, again_s, again_s],
         "ratio": ratio,
         "goal": "<= 0.25",
         "met": ratio <= 0.25 && same,
-        "note": format!("the root's first cone plan after init, before its provider's validation answers were kept: {cone_s:.1} s, {first_ratio:.2}x ({cone_reads} GetParameter); provider reads (GetParameter at the proxy): stock {stock_reads}, cone {again_reads}; the same resource_changes: {same}; run said \"{told}\"; stock's own plan -refresh=false (what any plan that reads nothing costs) {floor_s:.1} s; seeded in {seeded:.0} s (parameters made in moto directly, the state written once)"),
+        "note": format!("the root's first cone plan after init, before its provider's validation answers were kept: {first_said}; provider reads (GetParameter at the proxy): stock {stock_reads}, cone {again_reads}; the same resource_changes: {same}; run said \"{told}\"; stock's own plan -refresh=false (what any plan that reads nothing costs): {floor_said}; seeded in {seeded:.0} s (parameters made in moto directly, the state written once)"),
     }));
 }
 
