@@ -270,6 +270,24 @@ impl Compared {
 
     /// The accounting table's lines of this row: each side's last timed apply at the proxy.
     fn accounts(&self, id: &str) -> Vec<Value> {
+        if std::env::var_os("CHOUDOUFU_BENCH_CALLS").is_some() {
+            for w in Way::ALL {
+                let calls = &self.of(w).calls;
+                let Some(t0) = calls.iter().map(|c| c.start).min() else {
+                    continue;
+                };
+                eprintln!("{id}/{}: the proxy's calls", w.key());
+                for c in calls {
+                    eprintln!(
+                        "  {:>6.3} {:>6.3} {} {}",
+                        (c.start - t0).as_secs_f64(),
+                        (c.end - t0).as_secs_f64(),
+                        c.method,
+                        c.path
+                    );
+                }
+            }
+        }
         Way::ALL
             .iter()
             .map(|w| {
