@@ -159,6 +159,10 @@ pub enum Mechanism {
     SchemaStateTypes,
     /// The provider door answering a provider configuration's validation from the run's kept answer to the same request.
     KeptValidations,
+    /// A saved plan's check reading its own changes' records by key, and terraform's requests of a pinned view answered without a new read (cut: the whole estate read again for each).
+    KeyedCheck,
+    /// Holding the state requests of an apply started before its plan's changes are claimed until they are (cut: answered at once).
+    ApplyGate,
     /// `run`'s terraform and provider processes dying with `run` (a parent-death signal).
     ParentDeath,
     /// `run` starting the providers itself behind its provider door (cut: terraform starts them).
@@ -301,6 +305,8 @@ impl Mechanism {
         Mechanism::KeptHashCheck,
         Mechanism::SchemaStateTypes,
         Mechanism::KeptValidations,
+        Mechanism::KeyedCheck,
+        Mechanism::ApplyGate,
         Mechanism::ParentDeath,
         Mechanism::ProviderDoor,
         Mechanism::ReturnRecords,
@@ -410,6 +416,8 @@ impl Mechanism {
             Mechanism::KeptHashCheck => "kept-hash-check",
             Mechanism::SchemaStateTypes => "schema-state-types",
             Mechanism::KeptValidations => "kept-validations",
+            Mechanism::KeyedCheck => "keyed-check",
+            Mechanism::ApplyGate => "apply-gate",
             Mechanism::ParentDeath => "parent-death",
             Mechanism::ProviderDoor => "provider-door",
             Mechanism::ReturnRecords => "return-records",

@@ -8,7 +8,7 @@ use choudoufu_live::engine::digest::canonical;
 use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::SessionError;
-use choudoufu_live::engine::session::{RunInfo, Session};
+use choudoufu_live::engine::session::{Pin, RunInfo, Session};
 use choudoufu_live::engine::state::StateError;
 use choudoufu_live::store::{DynStore, list_all};
 use common::{Fixture, Kind};
@@ -469,9 +469,85 @@ async fn a_refused_write_is_remembered_until_one_lands(kind: Kind) {
     assert_eq!(s.refused().await, None);
 }
 
+/// A plan's own records read by key are the store's now and leave the session's view as it
+/// was; terraform's request of a pinned view reads nothing again; a read made ahead answers the
+/// next request, and only that one.
+async fn own_records_are_read_by_key_and_a_pinned_view_is_not_read_again(kind: Kind) {
+    let f = Fixture::new(kind, "keyed").await;
+    let l = layout("prod");
+    let (a, b, c) = (
+        l.resource_key("terraform_data.a").into_string(),
+        l.resource_key("terraform_data.b").into_string(),
+        l.resource_key("terraform_data.c").into_string(),
+    );
+    let other = open(&f.store, "prod").await;
+    other
+        .write_state(&doc(&[("a", "1"), ("b", "1")]))
+        .await
+        .unwrap();
+    let s = open(&f.store, "prod").await;
+    let token = |snap: &choudoufu_live::engine::session::Snapshot, key: &str| {
+        snap.records.get(key).map(|e| e.version.token.clone())
+    };
+    let read = s.snapshot().await;
+    other
+        .write_state(&doc(&[("a", "2"), ("b", "1")]))
+        .await
+        .unwrap();
+    let wanted = std::collections::BTreeSet::from([a.clone(), c.clone()]);
+    let now = s.records_now(&wanted).await.unwrap();
+    let stored = open(&f.store, "prod").await.snapshot().await;
+    assert_eq!(token(&now, &a), token(&stored, &a), "the store's a now");
+    assert_ne!(token(&now, &a), token(&read, &a));
+    assert_eq!(token(&now, &c), None, "c has no record");
+    assert_eq!(
+        token(&s.snapshot().await, &a),
+        token(&read, &a),
+        "the view is as it was"
+    );
+    s.pin(Pin {
+        lineage: "l-1".into(),
+        serial: 1,
+        base: s.base().await,
+        changes: std::collections::BTreeSet::from([a.clone()]),
+    })
+    .await;
+    other
+        .write_state(&doc(&[("a", "2"), ("b", "2")]))
+        .await
+        .unwrap();
+    s.refresh_for_request().await.unwrap();
+    assert_eq!(
+        token(&s.snapshot().await, &b),
+        token(&read, &b),
+        "a pinned view is not read again"
+    );
+    let t = Session::new(f.store.clone(), l.clone(), run());
+    let slot = t.read_ahead_slot().expect("no request came yet");
+    t.read_ahead(slot).await;
+    let ahead = t.snapshot().await;
+    other
+        .write_state(&doc(&[("a", "3"), ("b", "2")]))
+        .await
+        .unwrap();
+    t.refresh_for_request().await.unwrap();
+    assert_eq!(
+        token(&t.snapshot().await, &a),
+        token(&ahead, &a),
+        "answered from the read ahead"
+    );
+    t.refresh_for_request().await.unwrap();
+    assert_ne!(
+        token(&t.snapshot().await, &a),
+        token(&ahead, &a),
+        "the next request reads again"
+    );
+}
+
 testkit::per_kind!(
     local => Local, s3 => S3;
     [
+        own_records_are_read_by_key_and_a_pinned_view_is_not_read_again,
         a_refused_write_is_remembered_until_one_lands,
         reordered_lists_are_not_a_change,
         stale_base_on_one_of_three,

@@ -69,6 +69,14 @@ impl HeldMarks {
     }
 }
 
+/// What a claim may use besides its own reads.
+pub struct Alongside<F> {
+    /// The estate's marks as read a moment before (while the plan was read).
+    pub early: Option<MarkView>,
+    /// Started once every mark is written, beside the read that follows the writes.
+    pub after_written: F,
+}
+
 /// The marks one run holds: all the changes of its plan, claimed at once.
 #[derive(Debug)]
 pub struct Claims {
@@ -91,19 +99,45 @@ impl Claims {
         run: &Liveness,
         wanted: &[Wanted],
     ) -> Result<Result<Claims, ClaimRefused>, ClaimError> {
+        let along = Alongside {
+            early: None,
+            after_written: async {},
+        };
+        Ok(Self::claim_with(store, layout, run, wanted, along).await?.0)
+    }
+
+    /// [`Claims::claim`], starting from `along.early` when nothing in it bears on `wanted`, and running `along.after_written` beside the read that follows the marks' writes (its output is given back when it ran).
+    pub async fn claim_with<F: Future>(
+        store: &DynStore,
+        layout: &Layout,
+        run: &Liveness,
+        wanted: &[Wanted],
+        along: Alongside<F>,
+    ) -> Result<(Result<Claims, ClaimRefused>, Option<F::Output>), ClaimError> {
         let run_id = run.run_id();
         let heartbeat_millis = millis(run.interval());
         let since = now_rfc3339();
+        let Alongside {
+            mut early,
+            after_written,
+        } = along;
+        let mut after_written = Some(after_written);
         // A mark that moves between our read and our write is judged again with a fresh read.
         for _ in 0..TRIES {
-            let view = MarkView::read(store, layout).await?;
+            // An earlier read stands only when it holds no mark of a wanted change and nothing
+            // that blocks one: every write is then a create, which fails if a mark came since,
+            // and the read after the writes sees any blocking mark that came since.
+            let view = match early.take() {
+                Some(view) if view.bears_on_nothing(run_id, wanted) => view,
+                _ => MarkView::read(store, layout).await?,
+            };
             let held = view.overlaps(run_id, wanted);
             if !held.is_empty() {
-                return Ok(Err(InFlightChangeError { held }.into()));
+                return Ok((Err(InFlightChangeError { held }.into()), None));
             }
             let blocked = view.dependency_blocks(run_id, wanted);
             if !blocked.is_empty() {
-                return Ok(Err(InFlightDependencyError { blocked }.into()));
+                return Ok((Err(InFlightDependencyError { blocked }.into()), None));
             }
             let mut taken_over = Vec::new();
             let mut writes = Vec::new();
@@ -177,19 +211,26 @@ impl Claims {
                     Some((key, claims.version(&w.address)?))
                 })
                 .collect();
-            let after = MarkView::read_others(store, layout, &own).await?;
+            let along = async {
+                match after_written.take() {
+                    Some(f) => Some(f.await),
+                    None => None,
+                }
+            };
+            let (after, along) = futures::join!(MarkView::read_others(store, layout, &own), along);
+            let after = after?;
             let blocked = after.dependency_blocks(run_id, wanted);
             if !blocked.is_empty() {
                 claims.release().await?;
-                return Ok(Err(InFlightDependencyError { blocked }.into()));
+                return Ok((Err(InFlightDependencyError { blocked }.into()), along));
             }
             remove_gone_records(store, layout, &claims.taken_over).await;
-            return Ok(Ok(claims));
+            return Ok((Ok(claims), along));
         }
         // Three times a mark moved under us: whoever holds them now is in the way.
         let view = MarkView::read(store, layout).await?;
         let held = view.held_elsewhere(run_id, wanted);
-        Ok(Err(InFlightChangeError { held }.into()))
+        Ok((Err(InFlightChangeError { held }.into()), None))
     }
 
     /// The gone runs' marks this claim took over.

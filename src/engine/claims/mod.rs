@@ -27,7 +27,8 @@ mod wire;
 
 pub use begin::{BeginChangeError, Marked, begin_change};
 pub use claim::{
-    ClaimError, Claims, clear_mark, clear_marks_of, held_by_other, read_marks, still_in_the_way,
+    Alongside, ClaimError, Claims, clear_mark, clear_marks_of, held_by_other, read_marks,
+    still_in_the_way,
 };
 pub use holder::{HeldChange, Holder, HolderRecord, TakenOver};
 pub use liveness::{BeatError, DEFAULT_HEARTBEAT, Liveness, MISSED_BEATS, remove_gone_run};
@@ -35,5 +36,6 @@ pub use refusal::{
     Blocked, ClaimRefused, InFlightChangeError, InFlightDependencyError, Relation,
     takeover_messages,
 };
+pub use view::MarkView;
 pub use wanted::Wanted;
 pub use wire::{EncodeError, MARK_FORMAT, Mark, RUN_FORMAT, RunRecord, read_run};

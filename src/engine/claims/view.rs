@@ -94,6 +94,12 @@ impl MarkView {
             .filter(move |m| m.run_id != run_id && self.alive(m))
     }
 
+    /// Whether nothing in the view bears on `wanted`: no mark of a wanted change (any run's) and no mark that blocks one.
+    pub fn bears_on_nothing(&self, run_id: &str, wanted: &[Wanted]) -> bool {
+        wanted.iter().all(|w| !self.marks.contains_key(&w.address))
+            && self.dependency_blocks(run_id, wanted).is_empty()
+    }
+
     /// Wanted changes another live run holds.
     pub fn overlaps(&self, run_id: &str, wanted: &[Wanted]) -> Vec<HeldChange> {
         wanted

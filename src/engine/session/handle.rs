@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{Mutex, OnceCell};
 
@@ -38,7 +39,15 @@ pub struct Session {
     pub(super) log: LogWriter,
     /// The SHA-256 of the saved plan this session applies, stamped on every record it writes.
     pub(super) plan: Option<String>,
+    /// When the last read was made ahead for terraform's next state request ([`Session::read_ahead`]); held while a read ahead is made, so that request waits for it.
+    ahead: Arc<Mutex<Option<Instant>>>,
 }
+
+/// The right to make a session's read ahead, taken before terraform can ask for the state ([`Session::read_ahead_slot`]).
+pub struct AheadSlot(tokio::sync::OwnedMutexGuard<Option<Instant>>);
+
+/// How long a read made ahead stands for terraform's next state request.
+pub const AHEAD: Duration = Duration::from_secs(2);
 
 impl Session {
     /// A session that has read nothing yet.
@@ -55,6 +64,7 @@ impl Session {
             guard_failed: std::sync::Mutex::new(None),
             cache: None,
             plan: None,
+            ahead: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -119,6 +129,34 @@ impl Session {
     /// Read the whole estate again and make it the base (a pinned base stays as the plan read it).
     pub async fn refresh(&self) -> Result<(), SessionError> {
         trace::refresh(&self.layout, &self.run, self.read_view()).await
+    }
+
+    /// The slot to read ahead in, while no state request has come yet (none: one came, or a read ahead is being made).
+    pub fn read_ahead_slot(&self) -> Option<AheadSlot> {
+        self.ahead.clone().try_lock_owned().ok().map(AheadSlot)
+    }
+
+    /// Read the estate in `slot` for terraform's next state request, which waits for this read (a failed read is made again at that request, which says why).
+    pub async fn read_ahead(&self, slot: AheadSlot) {
+        let mut made = slot.0;
+        match self.refresh().await {
+            Ok(()) => *made = Some(Instant::now()),
+            Err(e) => {
+                tracing::debug!(error = %e, "the estate is read again at terraform's first request");
+            }
+        }
+    }
+
+    /// Read the estate for a state request of terraform: a read made ahead for it stands when it is fresh ([`AHEAD`]); a pinned view is not read again (terraform applies a saved plan against the plan's own copy of the state, and compares only the lineage and serial, which are pinned); else the estate is read again.
+    pub async fn refresh_for_request(&self) -> Result<(), SessionError> {
+        let mut ahead = self.ahead.lock().await;
+        if ahead.take().is_some_and(|at| at.elapsed() < AHEAD) {
+            return Ok(());
+        }
+        if self.view.lock().await.pin.is_some() && !cut(Mechanism::KeyedCheck) {
+            return Ok(());
+        }
+        self.refresh().await
     }
 
     /// Pin the write base to what a saved plan read; its lineage and serial are served from now on.

@@ -7,7 +7,7 @@
 //!
 //! By owner: `handle` the session and its set-up, `view` what it holds of the estate and the
 //! run, `snapshot` the records it read and the base a write compares against, `run_info` who
-//! the run is, `read_view` reading the estate into the view (through `engine::read`), `log_entries` the session's side of the write log
+//! the run is, `read_view` reading the estate into the view (through `engine::read`), `records_now` a few records read by key, `log_entries` the session's side of the write log
 //! (its clock check, its entries), `assemble` the state document served, `write` writing one
 //! (`report` what it did), `instant` writing one record at a provider's return (both through
 //! [`crate::engine::write`]'s one record write), `recovery` what a failed write leaves, `estate_end` a workspace's estate deleted, `trace`
@@ -20,6 +20,7 @@ mod handle;
 mod instant;
 mod log_entries;
 mod read_view;
+mod records_now;
 mod recovery;
 mod report;
 mod run_info;
@@ -31,7 +32,8 @@ mod write;
 pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_lineage, serial_of};
 pub use error::SessionError;
 pub use estate_end::EstateDeleted;
-pub use handle::{DEFAULT_PARALLEL, Session};
+pub use handle::{AHEAD, AheadSlot, DEFAULT_PARALLEL, Session};
+pub use records_now::FEW_RECORDS;
 
 pub use instant::{Instant, Landed};
 pub use recovery::{RECOVERY_FORMAT, Recovery, RecoveryError};

@@ -149,6 +149,17 @@ impl Tally for NoTally {
     fn served(&self, _: Served<'_>) {}
 }
 
+/// Whether terraform's state requests are answered now, or wait for the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Answered as they come.
+    Open,
+    /// Held until the run opens or shuts the gate (an apply started before its plan's changes are claimed).
+    Held,
+    /// Refused: the process that asks is about to be stopped, and nothing of it may go on.
+    Shut,
+}
+
 /// One run's backend: its session, and the tally it tells what it served.
 #[derive(Debug)]
 pub struct Backend {
@@ -156,6 +167,7 @@ pub struct Backend {
     tally: Arc<dyn Tally>,
     max_body: usize,
     push_guard: AtomicBool,
+    gate: tokio::sync::watch::Sender<Gate>,
 }
 
 impl Backend {
@@ -171,7 +183,25 @@ impl Backend {
             tally,
             max_body,
             push_guard: AtomicBool::new(false),
+            gate: tokio::sync::watch::Sender::new(Gate::Open),
         })
+    }
+
+    /// From now on, terraform's state requests wait at `gate` (held), are answered (open) or refused (shut).
+    pub fn set_gate(&self, gate: Gate) {
+        if gate == Gate::Held && cut(Mechanism::ApplyGate) {
+            return;
+        }
+        self.gate.send_replace(gate);
+    }
+
+    /// Wait while the gate is held; the refusal to give terraform once it is shut.
+    async fn through_gate(&self) -> Result<(), String> {
+        let mut gate = self.gate.subscribe();
+        match gate.wait_for(|g| *g != Gate::Held).await.map(|g| *g) {
+            Ok(Gate::Open) => Ok(()),
+            _ => Err("this terraform process was stopped before it read the state: nothing was applied and nothing was written".to_string()),
+        }
     }
 
     /// The session.
@@ -209,7 +239,8 @@ impl Backend {
 
     /// Read the estate again and assemble its state document (it becomes the session's base); the error's message is what to tell terraform.
     pub async fn read_document(&self) -> Result<Vec<u8>, String> {
-        match self.session.refresh().await {
+        self.through_gate().await?;
+        match self.session.refresh_for_request().await {
             Ok(()) => {
                 self.note(Served::Read);
                 Ok(self.session.state_document().await)
