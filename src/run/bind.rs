@@ -17,6 +17,7 @@ use super::context::{Attempt, Ctx};
 use super::error::{EXIT_COLLISION, EXIT_PLAN_REFUSED, RunError};
 use super::liveness::Liveness;
 use super::remark::Holders;
+use super::steps::{Early, stop_early};
 use super::{say, terraform};
 use crate::cloud::aws::markers::{AwsLister, CollisionError, LiveObject, decide};
 use crate::cut::{Mechanism, cut};
@@ -160,6 +161,7 @@ pub async fn check(
     attempt: &mut Attempt,
     plan: &Plan,
     bind: &Bind<'_>,
+    early: &mut Option<Early>,
 ) -> Result<Checked, RunError> {
     let Some(door) = ctx.tf.door() else {
         return Ok(Checked::Clear);
@@ -260,6 +262,8 @@ pub async fn check(
             return Ok(Checked::Refused(EXIT_PLAN_REFUSED));
         }
     };
+    // The imports read the state first: an apply started early, held until now, never applies.
+    stop_early(attempt, early);
     for (address, object) in &binds {
         let Some(id) = &object.import_id else {
             let why = unbindable.get(&object.arn).map_or(

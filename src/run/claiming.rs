@@ -7,6 +7,7 @@ use super::context::{Attempt, Ctx};
 use super::error::{EXIT_IN_FLIGHT, RunError};
 use super::say;
 use crate::cloud::aws::markers::AwsLister;
+use crate::engine::claims::Alongside;
 use crate::engine::markers::Family;
 use crate::engine::plan::ChangeSet;
 use crate::telemetry::{self, ConflictKind};
@@ -59,39 +60,41 @@ impl WaitBudget {
     }
 }
 
-/// Claim `set`'s changes for `attempt`; with `--wait`, wait out what is left of `budget` for the claims in the way.
-pub async fn claim(
+/// Claim `set`'s changes for `attempt`; with `--wait`, wait out what is left of `budget` for the claims in the way; `along` as [`claims::claim_set`] takes it.
+pub async fn claim<F: Future>(
     ctx: &mut Ctx,
     attempt: &Attempt,
     set: &ChangeSet,
     budget: &mut WaitBudget,
-) -> Result<Claimed, RunError> {
+    along: Alongside<F>,
+) -> Result<(Claimed, Option<F::Output>), RunError> {
     let run = Runner {
         run_id: &ctx.run_id,
         program: &ctx.program,
     };
-    let claimed = claims::claim_set(
+    let (claimed, along) = claims::claim_set(
         &mut ctx.heartbeat,
         &ctx.store,
         &ctx.layout,
         run,
         attempt.session(),
         set,
+        along,
     )
     .await?;
     let refused = match claimed {
         Claim::Held(hold) => {
             report_takeovers(ctx, &hold).await;
-            return Ok(Claimed::Held(hold));
+            return Ok((Claimed::Held(hold), along));
         }
         Claim::Refused(refused) => refused,
     };
     telemetry::metrics().conflicts(ConflictKind::InFlight, 1);
     let Some(deadline) = budget.refused_at(Instant::now()) else {
         say::in_flight(&refused);
-        return Ok(Claimed::Refused(EXIT_IN_FLIGHT));
+        return Ok((Claimed::Refused(EXIT_IN_FLIGHT), None));
     };
-    wait_released(ctx, refused, deadline).await
+    Ok((wait_released(ctx, refused, deadline).await?, None))
 }
 
 /// Poll, with backoff, until the claims in the way are gone or `deadline` passes (a signal ends the wait).

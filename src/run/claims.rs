@@ -8,7 +8,7 @@ use super::error::RunError;
 use super::say;
 use crate::cut::{Mechanism, cut};
 use crate::engine::address::resource_of;
-use crate::engine::claims::{self, ClaimRefused, Claims, Liveness};
+use crate::engine::claims::{self, Alongside, ClaimRefused, Claims, Liveness};
 use crate::engine::layout::Layout;
 use crate::engine::plan::ChangeSet;
 use crate::engine::program::ProgramStamp;
@@ -148,23 +148,25 @@ pub enum Claim {
     Refused(Refusal),
 }
 
-/// Claim `set`'s changes for `run`, after `session`'s write guard passed (nothing to claim: an empty hold).
-pub async fn claim_set(
+/// Claim `set`'s changes for `run`, after `session`'s write guard passed (nothing to claim: an empty hold); `along` as [`Claims::claim_with`] takes it, its work given back when it ran.
+pub async fn claim_set<F: Future>(
     heartbeat: &mut Heartbeat,
     store: &DynStore,
     layout: &Layout,
     run: Runner<'_>,
     session: &Session,
     set: &ChangeSet,
-) -> Result<Claim, RunError> {
+    along: Alongside<F>,
+) -> Result<(Claim, Option<F::Output>), RunError> {
     let wanted = set.wanted();
     if wanted.is_empty() || cut(Mechanism::Claims) {
-        return Ok(Claim::Held(Hold::default()));
+        return Ok((Claim::Held(Hold::default()), None));
     }
     // An unsafe store gets nothing written, not even this run's record or a claim.
     session.check_guard().await?;
     let live = heartbeat.live(store, layout, &run);
-    Ok(match Claims::claim(store, layout, &live, &wanted).await? {
+    let (claimed, along) = Claims::claim_with(store, layout, &live, &wanted, along).await?;
+    let claim = match claimed {
         Ok(claims) => {
             tracing::info!(
                 claims = claims.addresses().len(),
@@ -173,5 +175,6 @@ pub async fn claim_set(
             Claim::Held(Hold(Some(Arc::new(claims))))
         }
         Err(refused) => Claim::Refused(Refusal(refused)),
-    })
+    };
+    Ok((claim, along))
 }

@@ -427,6 +427,20 @@ fn file_sets_any(path: &Path, names: &BTreeSet<String>) -> bool {
 /// `show -json` does not say which variables are ephemeral; a variable without a default that
 /// the plan declares but does not store is one too.
 pub fn ephemeral_variables(dir: &Path, plan: &Plan) -> BTreeSet<String> {
+    let mut out = ephemeral_in_files(dir);
+    out.extend(
+        plan.configuration
+            .root_module
+            .variables
+            .iter()
+            .filter(|(name, v)| v.default.is_none() && !plan.variables.contains_key(*name))
+            .map(|(name, _)| name.clone()),
+    );
+    out
+}
+
+/// The input variables the root's `.tf` and `.tf.json` files in `dir` declare ephemeral (`ephemeral = true`).
+pub fn ephemeral_in_files(dir: &Path) -> BTreeSet<String> {
     use hcl::edit::expr::Expression;
     use hcl::edit::structure::BlockLabel;
     let mut out = BTreeSet::new();
@@ -468,14 +482,6 @@ pub fn ephemeral_variables(dir: &Path, plan: &Plan) -> BTreeSet<String> {
             }
         }
     }
-    out.extend(
-        plan.configuration
-            .root_module
-            .variables
-            .iter()
-            .filter(|(name, v)| v.default.is_none() && !plan.variables.contains_key(*name))
-            .map(|(name, _)| name.clone()),
-    );
     out
 }
 

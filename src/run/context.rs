@@ -76,6 +76,8 @@ pub struct Ctx {
     pub signals: Signals,
     /// For a root whose backend is `s3`: what its S3 door serves (none: the http backend).
     pub s3: Option<S3Root>,
+    /// The run's first attempt, reading the estate ahead ([`Ctx::prepare`]), until it is started.
+    pub first: std::sync::Mutex<Option<Attempt>>,
 }
 
 impl Ctx {
@@ -115,6 +117,31 @@ impl Ctx {
         }
     }
 
+    /// Before terraform starts: check the store ([`Ctx::check_store`]) and, for a command that calls providers, open the provider door (unless it is off), at once; when `read_ahead`, the first attempt starts reading the estate for terraform's first state request meanwhile.
+    pub async fn prepare(&self, read_ahead: bool) -> Result<(), RunError> {
+        let calls = self
+            .cmd
+            .sub()
+            .is_some_and(|s| super::terraform::DOOR_COMMANDS.contains(&s));
+        if read_ahead && calls {
+            let first = Attempt::unserved(self.session());
+            first.read_ahead();
+            if let Ok(mut slot) = self.first.lock() {
+                *slot = Some(first);
+            }
+        }
+        let door = async {
+            if calls {
+                self.tf.open_door().await
+            } else {
+                Ok(())
+            }
+        };
+        let (checked, opened) = tokio::join!(self.check_store(), door);
+        checked?;
+        opened
+    }
+
     /// Run terraform with `args` and `env` against `server`, the run's signals passed on.
     pub async fn terraform(
         &self,
@@ -135,9 +162,10 @@ pub struct Attempt {
 }
 
 impl Attempt {
-    /// A session serving terraform at once.
+    /// A session serving terraform at once (the one read ahead for it, if any).
     pub async fn start(ctx: &Ctx) -> Result<Attempt, RunError> {
-        let mut attempt = Attempt::unserved(ctx.session());
+        let first = ctx.first.lock().ok().and_then(|mut f| f.take());
+        let mut attempt = first.unwrap_or_else(|| Attempt::unserved(ctx.session()));
         attempt.serve(ctx).await?;
         Ok(attempt)
     }
@@ -187,6 +215,15 @@ impl Attempt {
         self.server
             .as_ref()
             .ok_or_else(|| RunError::Io(std::io::Error::other("the state server did not start")))
+    }
+
+    /// Start reading the estate for terraform's first state request, which waits for the read (nothing when a request came already).
+    fn read_ahead(&self) {
+        let Some(slot) = self.session().read_ahead_slot() else {
+            return;
+        };
+        let backend = self.backend.clone();
+        tokio::spawn(async move { backend.session().read_ahead(slot).await });
     }
 
     /// The attempt's session.

@@ -163,12 +163,15 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         heartbeat: Heartbeat::new(args.heartbeat),
         signals: Signals::install()?,
         s3,
+        first: std::sync::Mutex::new(None),
     };
-    ctx.check_store().await?;
     let apply = match ctx.cmd.sub() {
         Some("apply" | "destroy") => command::apply_command(&ctx.cmd),
         _ => ApplyCommand::AsGiven,
     };
+    // A saved plan's apply reads the estate for itself, stamped with the plan.
+    ctx.prepare(!matches!(apply, ApplyCommand::Saved(..)))
+        .await?;
     let result = match &apply {
         ApplyCommand::Planned(split) => planned::planned_apply(&mut ctx, split).await,
         ApplyCommand::Saved(file, split) => {

@@ -13,15 +13,17 @@ use super::approve::{self, Answer};
 use super::bind::{self, Bind, Checked};
 use super::claiming::{self, Claimed, WaitBudget};
 use super::command::{self, ApplySplit};
+use super::cone;
 use super::context::{Attempt, Ctx};
 use super::deletes;
 use super::error::{EXIT_CONFLICT, EXIT_PLAN_REFUSED, RunError};
 use super::flush::{self, Flushed};
 use super::outputs::{self, Reconcile};
-use super::steps::{self, Applied, Plan};
+use super::steps::{self, Ahead, Applied, Early, Plan};
 use super::tally::RunSummary;
 use super::terraform::{self, PlanDir, Stdout};
 use super::{say, summary};
+use crate::engine::claims::{Alongside, MarkView};
 use crate::engine::plan::{ChangeSet, Plan as Shown};
 use crate::engine::plan_stamp::{PlanMovedError, PlanRefused, PlanStamp};
 use crate::engine::resume::{self, Finished};
@@ -78,6 +80,10 @@ struct Apply<'a> {
     stdout: Stdout,
     /// What the collision check does with a marked object of a create: `run`'s own plan binds it and plans again; a saved plan is refused.
     bind: Bind<'a>,
+    /// The estate's marks, read while the plan was read (none: the claim reads them).
+    early: Option<MarkView>,
+    /// The apply, started while the plan was read and claimed (none: it starts after the check).
+    started: Option<Early>,
 }
 
 /// Claim the plan's changes for `attempt`, check that none of its keys moved since its stamp, apply it; then write what terraform could not save (see [`flush`]), with the claims still held.
@@ -90,7 +96,23 @@ async fn claim_and_apply(
     if let Some(code) = deletes::refuse(ctx, apply.set).await? {
         return Ok(Step::Exit(code));
     }
-    match claiming::claim(ctx, attempt, apply.set, apply.budget).await? {
+    let session = attempt.session();
+    // The plan's own records are read once the marks are written, beside the claim's own read
+    // after them: the check below then sees every write that landed before the claims were in place.
+    let read_after_claims = async {
+        let (read, clock) = futures::join!(session.records_now(apply.keys), session.check_clock());
+        if let Err(e) = clock {
+            // Not lost: the check is made again before the first write, which it refuses.
+            tracing::debug!(error = %e, "the store's clock is compared again before the first write");
+        }
+        read
+    };
+    let along = Alongside {
+        early: apply.early,
+        after_written: read_after_claims,
+    };
+    let (claimed, read) = claiming::claim(ctx, attempt, apply.set, apply.budget, along).await?;
+    match claimed {
         Claimed::Held(hold) => {
             tracing::info!("planned apply: the plan's changes are claimed");
             attempt.hold(hold);
@@ -98,7 +120,9 @@ async fn claim_and_apply(
         Claimed::Released => return Ok(Step::Again),
         Claimed::Refused(code) => return Ok(Step::Exit(code)),
     }
-    match bind::check(ctx, attempt, apply.plan, &apply.bind).await? {
+    let now = read.transpose()?;
+    let mut started = apply.started;
+    match bind::check(ctx, attempt, apply.plan, &apply.bind, &mut started).await? {
         Checked::Clear => {}
         Checked::Bound => return Ok(Step::Again),
         Checked::Refused(code) => return Ok(Step::Exit(code)),
@@ -122,6 +146,10 @@ async fn claim_and_apply(
         apply.keys,
         apply.args,
         apply.stdout,
+        Ahead {
+            now,
+            early: started,
+        },
     )
     .await;
     if let Some(door) = door {
@@ -224,11 +252,18 @@ async fn plan_and_apply(
 ) -> Result<Step, RunError> {
     // The plan is an inner step: terraform need not say how to apply the file.
     let env = [("TF_IN_AUTOMATION", "1")];
-    let (shown, set) = match steps::plan(ctx, attempt, &split.plan_args(plan), &env, plan).await? {
-        Plan::Failed(status) => return Ok(Step::Exit(terraform::code(status))),
-        Plan::Made { plan, set } => (plan, set),
-    };
+    let status = cone::terraform(ctx, attempt, &split.plan_args(plan), &env).await?;
+    if !status.success() {
+        return Ok(Step::Exit(terraform::code(status)));
+    }
     let dir = ctx.cmd.dir();
+    let started = early_apply(ctx, attempt, split, &dir, plan).await?;
+    // The marks are read while `show -json` reads the plan; the claim uses that read when nothing in it bears on the plan's changes.
+    let marks = MarkView::read(&ctx.store, &ctx.layout);
+    let (shown, set, early) = match steps::read_plan_with(ctx, plan, marks).await? {
+        (Plan::Made { plan, set }, marks) => (plan, set, marks.ok()),
+        (Plan::Failed(status), _) => return Ok(Step::Exit(terraform::code(status))),
+    };
     let ephemeral = command::ephemeral_variables(&dir, &shown);
     let needs_approval = shown.applyable();
     if !split.auto_approve && needs_approval {
@@ -241,6 +276,8 @@ async fn plan_and_apply(
         return Err(RunError::Unread);
     };
     let args = split.apply_args(&ephemeral, &dir, plan);
+    // An apply started with other arguments is stopped (dropped) before it read anything.
+    let started = started.filter(|e| e.args == args);
     // Outputs are not claimed: another run's newer output is reconciled, never a conflict.
     let keys = set.resource_keys(&ctx.layout);
     let reconcile = Reconcile {
@@ -257,8 +294,26 @@ async fn plan_and_apply(
         budget,
         stdout: summary::terraform_stdout(split.kind),
         bind: Bind::Import(split),
+        early,
+        started,
     };
     claim_and_apply(ctx, attempt, apply, reconcile).await
+}
+
+/// Start the apply of `plan` now, while the plan is read and claimed, when no question comes between (`-auto-approve`) and it prints nothing before it reads the state (no `-json`); its state request waits for the claims and the check. Its arguments pass on the variables the root's files declare ephemeral: when the plan shows others, it is stopped.
+async fn early_apply(
+    ctx: &Ctx,
+    attempt: &mut Attempt,
+    split: &ApplySplit,
+    dir: &Path,
+    plan: &Path,
+) -> Result<Option<Early>, RunError> {
+    let args = split.apply_args(&command::ephemeral_in_files(dir), dir, plan);
+    if !split.auto_approve || args.iter().any(|a| a == "-json" || a == "--json") {
+        return Ok(None);
+    }
+    let stdout = summary::terraform_stdout(split.kind);
+    Ok(Some(Early::start(ctx, attempt, args, stdout).await?))
 }
 
 /// `apply FILE`: check the stamp, claim the plan's changes, check them again against the store, apply.
@@ -305,6 +360,8 @@ pub async fn saved_apply(ctx: &mut Ctx, file: &Path, split: &ApplySplit) -> Resu
             // `apply FILE` keeps terraform's words, a destroy plan's among them.
             stdout: Stdout::Inherit,
             bind: Bind::Refuse(&stamp.marker_listings),
+            early: None,
+            started: None,
         };
         let reconcile = Reconcile::for_saved_plan(split, &shown);
         let step = claim_and_apply(ctx, &mut attempt, apply, reconcile).await;
@@ -393,6 +450,8 @@ async fn resume(
                 stdout: Stdout::Inherit,
                 // Where the approved plan was stamped to list the markers of its creates.
                 bind: Bind::Refuse(&approved.stamp.marker_listings),
+                early: None,
+                started: None,
             };
             let reconcile = Reconcile::for_saved_plan(split, approved.plan);
             claim_and_apply(ctx, &mut attempt, apply, reconcile).await

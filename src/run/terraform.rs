@@ -27,7 +27,7 @@ pub fn child_env(cmd: &mut Command, server: &Server) {
 }
 
 /// The terraform commands that call providers and so go through the provider door (never `init`).
-const DOOR_COMMANDS: &[&str] = &["plan", "apply", "destroy", "refresh", "import"];
+pub const DOOR_COMMANDS: &[&str] = &["plan", "apply", "destroy", "refresh", "import"];
 
 /// The provider door of one run, opened by the first command that calls providers and kept to the end.
 pub struct DoorCell {
@@ -173,6 +173,18 @@ impl Terraform {
         signals: &Signals,
         stdout: Stdout,
     ) -> Result<(ExitStatus, Vec<u8>), RunError> {
+        let running = self.start(args, server, env, stdout).await?;
+        self.wait(running, signals).await
+    }
+
+    /// Start `program [global] args` against `server`, its output passed through as `stdout` says; dropping the process before [`Terraform::wait`] ends kills it.
+    pub async fn start(
+        &self,
+        args: &[String],
+        server: &Server,
+        env: &[(&str, &str)],
+        stdout: Stdout,
+    ) -> Result<Running, RunError> {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.global)
             .args(args)
@@ -181,7 +193,8 @@ impl Terraform {
                 Stdout::Inherit => Stdio::inherit(),
                 Stdout::Rewritten(_) | Stdout::Held => Stdio::piped(),
             })
-            .stderr(Stdio::inherit());
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true);
         child_env(&mut cmd, server);
         for (k, v) in env {
             cmd.env(k, v);
@@ -203,6 +216,19 @@ impl Terraform {
             (Stdout::Held, Some(out)) => Some(tokio::spawn(hold(out))),
             _ => None,
         };
+        Ok(Running { child, copy })
+    }
+
+    /// Wait for a started process to end, the run's signals passed on; its status, and its output when held.
+    ///
+    /// SIGINT reaches terraform from the terminal too: it stops gracefully and saves its state,
+    /// and this waits. SIGTERM is passed on.
+    pub async fn wait(
+        &self,
+        running: Running,
+        signals: &Signals,
+    ) -> Result<(ExitStatus, Vec<u8>), RunError> {
+        let Running { mut child, copy } = running;
         loop {
             tokio::select! {
                 status = child.wait() => {
@@ -277,6 +303,12 @@ impl Terraform {
             malformed => RunError::PlanJson(malformed),
         })
     }
+}
+
+/// A terraform process started by [`Terraform::start`], and the task copying its output; dropped before it ended, it is killed.
+pub struct Running {
+    child: tokio::process::Child,
+    copy: Option<tokio::task::JoinHandle<Vec<u8>>>,
 }
 
 /// How terraform's standard output reaches the user.
