@@ -45,10 +45,24 @@ fn terraform_milestone(line: &str, sub: &mut String) -> Option<String> {
         ("calling Apply", "the apply walk starts"),
         ("Starting apply for", "a resource's apply call"),
     ];
+    // Through `run` the apply starts while `show -json` runs: their lines interleave, and the
+    // apply's own milestones name the process that has them.
+    let apply_only = [
+        "starting Apply operation",
+        "calling Apply",
+        "Starting apply for",
+    ];
     pairs
         .iter()
         .find(|(needle, _)| line.contains(needle))
-        .map(|(_, what)| format!("terraform {sub}: {what}"))
+        .map(|(needle, what)| {
+            let by = if apply_only.contains(needle) && sub == "show" {
+                "apply"
+            } else {
+                sub.as_str()
+            };
+            format!("terraform {by}: {what}")
+        })
 }
 
 /// The milestones of one line of the door's log (`CHOUDOUFU_LOG=...provider=info`), if it is one.
@@ -112,6 +126,11 @@ pub fn timeline(cmd: &mut Command, scratch: &Path) -> Vec<Milestone> {
         "CHOUDOUFU_LOG",
         "choudoufu_live::frontdoor::provider=info,choudoufu_live::run=info",
     );
+    // CHOUDOUFU_BENCH_RUNLOG=1: the run's whole debug log is printed, each line's time from the start.
+    let runlog = std::env::var_os("CHOUDOUFU_BENCH_RUNLOG").is_some();
+    if runlog {
+        cmd.env("CHOUDOUFU_LOG", "choudoufu_live=debug");
+    }
     let wall = SystemTime::now();
     let t = Instant::now();
     let out = cmd.output().expect("the timed command starts");
@@ -134,6 +153,10 @@ pub fn timeline(cmd: &mut Command, scratch: &Path) -> Vec<Milestone> {
         }
     }
     for line in String::from_utf8_lossy(&out.stderr).lines() {
+        if runlog && let Some(at) = stamp(line) {
+            let text: String = line.chars().take(900).collect();
+            eprintln!("runlog {:.3} {text}", since(at));
+        }
         if let (Some(at), Some(what)) = (stamp(line), door_milestone(line)) {
             got.push(Milestone {
                 at: since(at),
