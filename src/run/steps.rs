@@ -183,8 +183,18 @@ impl Early {
     ) -> Result<Early, RunError> {
         let backend = attempt.backend().clone();
         backend.set_gate(Gate::Held);
-        let server = attempt.serve(ctx).await?;
-        let running = ctx.tf.start(&args, server, &[], stdout).await?;
+        let started = match attempt.serve(ctx).await {
+            Ok(server) => ctx.tf.start(&args, server, &[], stdout).await,
+            Err(e) => Err(e),
+        };
+        let running = match started {
+            Ok(running) => running,
+            Err(e) => {
+                // Nothing started: the attempt's state requests are answered again.
+                backend.set_gate(Gate::Open);
+                return Err(e);
+            }
+        };
         tracing::info!("the apply started early; its state request waits for the claims");
         Ok(Early {
             args,
