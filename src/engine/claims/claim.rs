@@ -5,6 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use futures::{StreamExt, stream};
 use thiserror::Error;
+use tokio::task::JoinHandle;
 
 use super::holder::{HeldChange, Holder, TakenOver};
 use super::liveness::{Liveness, holder_alive, millis, remove_gone_run};
@@ -84,7 +85,12 @@ pub struct Claims {
     layout: Layout,
     held: HeldMarks,
     taken_over: Vec<TakenOver>,
+    /// The clearing of marks whose records landed, each giving back the marks it could not clear.
+    clearing: Mutex<Vec<Clearing>>,
 }
+
+/// One clearing of landed marks: it gives back the marks (address, version) it could not clear.
+type Clearing = JoinHandle<Vec<(String, Version)>>;
 
 impl Claims {
     /// Claim every change in `wanted` for the beating run `run`, or none: refused when another live run holds one of them or a related resource.
@@ -183,6 +189,7 @@ impl Claims {
                 layout: layout.clone(),
                 held: HeldMarks::default(),
                 taken_over,
+                clearing: Mutex::new(Vec::new()),
             };
             let mut lost = false;
             let mut error = None;
@@ -248,14 +255,41 @@ impl Claims {
         self.held.version(address)
     }
 
-    /// Clear the marks of `addresses` whose records landed (only marks this run still holds).
-    pub async fn landed(&self, addresses: &[String]) -> Result<(), StoreError> {
-        self.clear(self.held.take(addresses)).await
+    /// Clear the marks of `addresses` whose records landed (only marks this run still holds), beside what the run does next: [`Claims::release`] waits for it, and releases what it could not clear.
+    pub fn landed(&self, addresses: &[String]) {
+        let marks = self.held.take(addresses);
+        if marks.is_empty() {
+            return;
+        }
+        let (store, layout) = (self.store.clone(), self.layout.clone());
+        let task = tokio::spawn(async move {
+            let mut left = Vec::new();
+            for (address, version) in marks {
+                if let Err(e) = clear_mark(&store, &layout, &address, &version).await {
+                    tracing::warn!(address, error = %e, "could not clear the claim of a record that landed; it is released when the run ends");
+                    left.push((address, version));
+                }
+            }
+            left
+        });
+        self.clearing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(task);
     }
 
-    /// Release every mark still held; returns how many were released.
+    /// Release every mark still held, those a clearing could not clear among them, once every clearing ended; returns how many were released.
     pub async fn release(&self) -> Result<usize, StoreError> {
-        let mine = self.held.take_all();
+        let clearing =
+            std::mem::take(&mut *self.clearing.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut mine = Vec::new();
+        for task in clearing {
+            // A clearing that could not finish gave back nothing: its marks stay until taken over.
+            if let Ok(left) = task.await {
+                mine.extend(left);
+            }
+        }
+        mine.extend(self.held.take_all());
         let n = mine.len();
         self.clear(mine).await?;
         Ok(n)

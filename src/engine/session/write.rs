@@ -148,7 +148,7 @@ impl Session {
                 }
             }
         }
-        self.clear_landed(&view, landed).await;
+        self.clear_landed(&view, landed);
         if let Some(e) = first_error {
             return Err(e);
         }
@@ -202,7 +202,7 @@ impl Session {
     }
 
     /// Clear the claims of the resources whose records landed (not while a deposed object of theirs is left).
-    async fn clear_landed(&self, view: &View, landed: Vec<String>) {
+    fn clear_landed(&self, view: &View, landed: Vec<String>) {
         let Some(claims) = &view.claims else { return };
         let done: Vec<String> = landed
             .into_iter()
@@ -215,9 +215,7 @@ impl Session {
                     .any(|e| e.address().starts_with(&deposed))
             })
             .collect();
-        if let Err(e) = claims.landed(&done).await {
-            tracing::warn!(error = %e, "could not clear the claims of records that landed; they are released when the run ends");
-        }
+        claims.landed(&done);
     }
 
     pub(super) async fn ensure_estate(
