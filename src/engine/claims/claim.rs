@@ -264,8 +264,8 @@ impl Claims {
         let (store, layout) = (self.store.clone(), self.layout.clone());
         let task = tokio::spawn(async move {
             let mut left = Vec::new();
-            for (address, version) in marks {
-                if let Err(e) = clear_mark(&store, &layout, &address, &version).await {
+            for (address, version, cleared) in clear_each(&store, &layout, marks).await {
+                if let Err(e) = cleared {
                     tracing::warn!(address, error = %e, "could not clear the claim of a record that landed; it is released when the run ends");
                     left.push((address, version));
                 }
@@ -296,15 +296,27 @@ impl Claims {
     }
 
     async fn clear(&self, marks: Vec<(String, Version)>) -> Result<(), StoreError> {
-        let results: Vec<Result<(), StoreError>> = stream::iter(marks)
-            .map(|(address, version)| async move {
-                clear_mark(&self.store, &self.layout, &address, &version).await
-            })
-            .buffer_unordered(PARALLEL)
-            .collect()
-            .await;
-        results.into_iter().collect()
+        clear_each(&self.store, &self.layout, marks)
+            .await
+            .into_iter()
+            .try_for_each(|(_, _, cleared)| cleared)
     }
+}
+
+/// Clear `marks`, [`PARALLEL`] at a time; each with what its clearing came to.
+async fn clear_each(
+    store: &DynStore,
+    layout: &Layout,
+    marks: Vec<(String, Version)>,
+) -> Vec<(String, Version, Result<(), StoreError>)> {
+    stream::iter(marks)
+        .map(|(address, version)| async move {
+            let cleared = clear_mark(store, layout, &address, &version).await;
+            (address, version, cleared)
+        })
+        .buffer_unordered(PARALLEL)
+        .collect()
+        .await
 }
 
 /// Delete the run records of the gone runs whose marks were taken over, each conditionally on the
