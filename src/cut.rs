@@ -163,6 +163,8 @@ pub enum Mechanism {
     KeyedCheck,
     /// Holding the state requests of an apply started before its plan's changes are claimed until they are (cut: answered at once).
     ApplyGate,
+    /// Starting a planned apply's `show -json` beside its plan, held on a FIFO before it reads anything (cut: started once the plan is written).
+    ShowAhead,
     /// `run`'s terraform and provider processes dying with `run` (a parent-death signal).
     ParentDeath,
     /// `run` starting the providers itself behind its provider door (cut: terraform starts them).
@@ -307,6 +309,7 @@ impl Mechanism {
         Mechanism::KeptValidations,
         Mechanism::KeyedCheck,
         Mechanism::ApplyGate,
+        Mechanism::ShowAhead,
         Mechanism::ParentDeath,
         Mechanism::ProviderDoor,
         Mechanism::ReturnRecords,
@@ -418,6 +421,7 @@ impl Mechanism {
             Mechanism::KeptValidations => "kept-validations",
             Mechanism::KeyedCheck => "keyed-check",
             Mechanism::ApplyGate => "apply-gate",
+            Mechanism::ShowAhead => "show-ahead",
             Mechanism::ParentDeath => "parent-death",
             Mechanism::ProviderDoor => "provider-door",
             Mechanism::ReturnRecords => "return-records",

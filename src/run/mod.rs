@@ -22,6 +22,7 @@ mod planned;
 mod remark;
 mod s3door;
 mod say;
+mod show;
 mod signals;
 mod steps;
 mod summary;

@@ -234,7 +234,7 @@ pub async fn planned_apply(ctx: &mut Ctx, split: &ApplySplit) -> Result<i32, Run
     loop {
         let _ = std::fs::remove_file(&plan);
         let mut attempt = Attempt::start(ctx).await?;
-        let step = plan_and_apply(ctx, &mut attempt, split, &plan, &mut budget).await;
+        let step = plan_and_apply(ctx, &mut attempt, split, (&dir, &plan), &mut budget).await;
         let ended = attempt.end().await;
         if let Some(status) = replan_or_end(ctx, step?, ended, &mut replans).await {
             return status;
@@ -247,11 +247,13 @@ async fn plan_and_apply(
     ctx: &mut Ctx,
     attempt: &mut Attempt,
     split: &ApplySplit,
-    plan: &Path,
+    (plan_dir, plan): (&PlanDir, &Path),
     budget: &mut WaitBudget,
 ) -> Result<Step, RunError> {
     // The plan is an inner step: terraform need not say how to apply the file.
     let env = [("TF_IN_AUTOMATION", "1")];
+    // `show -json` starts now and waits, so that its start-up is spent while the plan runs.
+    let show = ctx.tf.show_ahead(plan_dir, plan);
     let status = cone::terraform(ctx, attempt, &split.plan_args(plan), &env).await?;
     if !status.success() {
         return Ok(Step::Exit(terraform::code(status)));
@@ -260,7 +262,7 @@ async fn plan_and_apply(
     let started = early_apply(ctx, attempt, split, &dir, plan).await?;
     // The marks are read while `show -json` reads the plan; the claim uses that read when nothing in it bears on the plan's changes.
     let marks = MarkView::read(&ctx.store, &ctx.layout);
-    let (shown, set, early) = match steps::read_plan_with(ctx, plan, marks).await? {
+    let (shown, set, early) = match steps::read_plan_with(ctx, plan, show, marks).await? {
         (Plan::Made { plan, set }, marks) => (plan, set, marks.ok()),
         (Plan::Failed(status), _) => return Ok(Step::Exit(terraform::code(status))),
     };

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use super::context::{Attempt, Ctx};
 use super::error::RunError;
+use super::show::ShowAhead;
 use super::terraform::{Running, Stdout};
 use crate::engine::plan::{ChangeSet, Plan as Shown};
 use crate::engine::plan_stamp::{PlanMovedError, PlanStamp};
@@ -39,16 +40,17 @@ pub async fn plan(
     if !status.success() {
         return Ok(Plan::Failed(status));
     }
-    Ok(read_plan_with(ctx, file, async {}).await?.0)
+    Ok(read_plan_with(ctx, file, None, async {}).await?.0)
 }
 
-/// Read the plan terraform wrote at `file` (`show -json`), with `alongside` run meanwhile (its output given back).
+/// Read the plan terraform wrote at `file` (`show -json`, the one started `ahead` if any), with `alongside` run meanwhile (its output given back).
 pub async fn read_plan_with<F: Future>(
     ctx: &Ctx,
     file: &Path,
+    ahead: Option<ShowAhead>,
     alongside: F,
 ) -> Result<(Plan, F::Output), RunError> {
-    let (plan, along) = futures::join!(ctx.tf.show_json(file), alongside);
+    let (plan, along) = futures::join!(ctx.tf.show_started(ahead, file), alongside);
     let plan = plan?;
     ctx.tf.check_plan_providers(&plan)?;
     let set = ChangeSet::of(&plan);

@@ -267,20 +267,8 @@ impl Terraform {
             what: format!("cannot read the plan {}", plan.display()),
             source,
         })?;
-        let mut cmd = Command::new(&self.program);
-        // Through an open door, the providers' schemas come from its kept answers: no plugin starts.
-        if let Some(door) = self.door() {
-            cmd.envs(door.env());
-        }
-        let out = cmd
-            .args(self.global.iter().filter(|a| a.contains("chdir=")))
-            .args(["show", "-json"])
-            .arg(&abs)
-            // `show` of a plan file reads no state; an address that answers nothing keeps it that way.
-            .env(
-                "TF_HTTP_ADDRESS",
-                "http://127.0.0.1:9/choudoufu-live-show-reads-no-state",
-            )
+        let out = self
+            .show_command(&abs)
             .stdin(Stdio::null())
             .output()
             .await
@@ -288,6 +276,29 @@ impl Terraform {
                 program: format!("{} show", self.program),
                 source,
             })?;
+        self.shown(plan, out)
+    }
+
+    /// The command `terraform show -json ABS` (`abs`: the plan's absolute path), through the door when it is open.
+    pub(super) fn show_command(&self, abs: &Path) -> Command {
+        let mut cmd = Command::new(&self.program);
+        // Through an open door, the providers' schemas come from its kept answers: no plugin starts.
+        if let Some(door) = self.door() {
+            cmd.envs(door.env());
+        }
+        cmd.args(self.global.iter().filter(|a| a.contains("chdir=")))
+            .args(["show", "-json"])
+            .arg(abs)
+            // `show` of a plan file reads no state; an address that answers nothing keeps it that way.
+            .env(
+                "TF_HTTP_ADDRESS",
+                "http://127.0.0.1:9/choudoufu-live-show-reads-no-state",
+            );
+        cmd
+    }
+
+    /// The plan a finished `show -json` of `plan` printed, or what it said when it failed.
+    pub(super) fn shown(&self, plan: &Path, out: std::process::Output) -> Result<Plan, RunError> {
         if !out.status.success() {
             return Err(RunError::Show(format!(
                 "{} show -json {} failed: {}",

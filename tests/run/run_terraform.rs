@@ -368,6 +368,76 @@ fn force_unlock_says_there_is_no_lock_and_runs_nothing() {
     );
 }
 
+/// The processes whose environment holds `needle`, by pid.
+fn processes_with_env(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().to_string();
+        if !pid.chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        if let Ok(env) = std::fs::read(entry.path().join("environ"))
+            && String::from_utf8_lossy(&env).contains(needle)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// A planned apply's `show -json` starts beside the plan and reads the plan once it is written; when the plan fails, it is stopped with the run.
+#[test]
+fn the_show_started_beside_the_plan_reads_it_or_ends_with_the_run() {
+    let root = Root::new("demo", "show-ahead", &Records::Local);
+    let _turn = turn();
+    root.init_and_apply();
+    // The plan folder (and the FIFO the show waits on) is made under this run's own TMPDIR.
+    let tmp = tempfile::tempdir().unwrap();
+    let tmp_path = tmp.path().to_string_lossy().to_string();
+    let run = |args: &[&str]| {
+        root.run_cmd(args)
+            .env("TMPDIR", tmp.path())
+            .env("CHOUDOUFU_LOG", "choudoufu_live::run=debug")
+            .output()
+            .unwrap()
+    };
+    let out = run(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-var",
+        "db_version=v2",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("show -json, started ahead, read the plan"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(root.stored_input("db").as_deref(), Some("v2"));
+    // A plan that fails: the show waiting for it does not outlive the run.
+    let out = run(&[
+        "apply",
+        "-auto-approve",
+        "-input=false",
+        "-var",
+        "undeclared=1",
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        !text(&out.stderr).contains("show -json, started ahead, read the plan"),
+        "{}",
+        text(&out.stderr)
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = processes_with_env(&tmp_path);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+        left = processes_with_env(&tmp_path);
+    }
+    assert!(left.is_empty(), "processes left waiting: {left:?}");
+}
+
 #[test]
 fn every_state_command_works_through_run() {
     let root = Root::new("demo", "commands", &Records::Local);
