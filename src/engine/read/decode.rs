@@ -23,10 +23,7 @@ fn decode(
 ) -> Result<Decoded, SessionError> {
     Ok(match kind {
         KeyKind::Estate => Decoded::Estate(EstateMeta::decode(key, bytes, layout)?, version),
-        _ => {
-            let record = Record::decode(key, bytes, layout)?;
-            Decoded::Record(BaseEntry::new(version, record.content_digest(), record))
-        }
+        _ => Decoded::Record(BaseEntry::decode(key, version, bytes, layout)?),
     })
 }
 

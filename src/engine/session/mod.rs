@@ -32,8 +32,7 @@ mod write;
 pub use assemble::{FALLBACK_TERRAFORM_VERSION, document, header_of, initial_lineage, serial_of};
 pub use error::SessionError;
 pub use estate_end::EstateDeleted;
-pub use handle::{AHEAD, AheadSlot, DEFAULT_PARALLEL, Session};
-pub use records_now::FEW_RECORDS;
+pub use handle::{AheadSlot, DEFAULT_PARALLEL, Session};
 
 pub use instant::{Instant, Landed};
 pub use recovery::{RECOVERY_FORMAT, Recovery, RecoveryError};

@@ -8,7 +8,6 @@ use super::error::SessionError;
 use super::handle::Session;
 use super::snapshot::{BaseEntry, Snapshot};
 use crate::cut::{Mechanism, cut};
-use crate::engine::record::Record;
 
 /// The most records [`Session::records_now`] reads one by one; more are read with the whole estate.
 pub const FEW_RECORDS: usize = 32;
@@ -32,9 +31,8 @@ impl Session {
             let Some(stored) = got? else {
                 continue;
             };
-            let record = Record::decode(key, &stored.bytes, &self.layout)?;
-            let digest = record.content_digest();
-            records.insert(key.clone(), BaseEntry::new(stored.version, digest, record));
+            let entry = BaseEntry::decode(key, stored.version, &stored.bytes, &self.layout)?;
+            records.insert(key.clone(), entry);
         }
         Ok(Snapshot {
             estate: None,

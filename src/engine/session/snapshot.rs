@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::engine::image::Image;
+use crate::engine::layout::Layout;
 use crate::engine::record::{CorruptRecord, EstateMeta, Record, RecordKind};
 use crate::engine::state::{Instance, InstanceRank, Item, ResourceMeta, ResourceView};
 use crate::store::Version;
@@ -112,6 +113,17 @@ impl BaseEntry {
             digest,
             body: Body::Decoded(Box::new(record)),
         }
+    }
+
+    /// The record `key` read at `version` as `bytes`, decoded, with its content digest.
+    pub fn decode(
+        key: &str,
+        version: Version,
+        bytes: &[u8],
+        layout: &Layout,
+    ) -> Result<BaseEntry, CorruptRecord> {
+        let record = Record::decode(key, bytes, layout)?;
+        Ok(BaseEntry::new(version, record.content_digest(), record))
     }
 
     /// The resource record in slot `index` of `image`, read at `version`, undecoded (none: the
