@@ -49,7 +49,7 @@ pub struct ShowAhead {
     config: Vec<u8>,
 }
 
-/// The CLI configuration `program` reads when [`CONFIG_ENV`] does not name it, given the environment (`var`): its bytes and whether it is JSON; none when it cannot be told for certain.
+/// The CLI configuration `program` reads itself, given the environment (`var`): its bytes and whether it is JSON; none when it cannot be told for certain.
 ///
 /// - [`CONFIG_ENV`] (or, for terraform, `TERRAFORM_CONFIG`) set to an absolute path: that file
 ///   (a missing one reads as empty, as terraform reads it); a relative path: none.
@@ -111,10 +111,10 @@ impl Terraform {
         if cut(Mechanism::ShowAhead) {
             return None;
         }
-        let (config, json) = effective_cli_config(&self.program, |k| std::env::var(k).ok())?;
         if !plan.is_absolute() {
             return None;
         }
+        let (config, json) = effective_cli_config(&self.program, |k| std::env::var(k).ok())?;
         let fifo = dir.file(if json { "cli.tfrc.json" } else { "cli.tfrc" });
         let _ = std::fs::remove_file(&fifo);
         if let Err(e) = nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU) {
@@ -191,6 +191,7 @@ impl ShowAhead {
             let mut plain = fifo.clone().into_os_string();
             plain.push(".file");
             let plain = PathBuf::from(plain);
+            let _ = std::fs::remove_file(&plain);
             std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
