@@ -85,6 +85,11 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
         return Ok(0);
     }
     let root = effective_root(root, &cmd);
+    // `git log` runs while the configuration is read and the store opened.
+    let stamp = tokio::task::spawn_blocking({
+        let root = root.clone();
+        move || ProgramStamp::detect(&root)
+    });
     let s3_backend = if stored_is_http(rest) {
         None
     } else {
@@ -112,7 +117,7 @@ pub async fn run(root: &Path, args: RunArgs) -> Result<i32, RunError> {
     }
     let _stock_lock = StockLock::hold_if_cut(config.estate.as_str()).await?;
     let store = store::open(&config.store, &root).await;
-    let run = RunInfo::new(ProgramStamp::detect(&root));
+    let run = RunInfo::new(stamp.await.map_err(std::io::Error::other)?);
     {
         // Names only: never the command's arguments, which can carry `-var` values.
         let span = tracing::Span::current();

@@ -12,6 +12,13 @@ use crate::frontdoor::plugin::tls::{ServerIdentity, provider};
 /// The certificate the door presents to every plugin it starts (`PLUGIN_CLIENT_CERT`).
 pub struct ClientIdentity(ServerIdentity);
 
+impl std::fmt::Debug for ClientIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the private key.
+        f.debug_struct("ClientIdentity").finish_non_exhaustive()
+    }
+}
+
 impl ClientIdentity {
     /// A fresh self-signed certificate, a CA with client and server use, as go-plugin's own.
     pub fn generate() -> Result<ClientIdentity, rcgen::Error> {

@@ -3,11 +3,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 use thiserror::Error;
 
-use super::client_tls::ClientIdentity;
 use super::cone::ConeReads;
 use super::kept_hash::KeptHashes;
 use super::launch::{LaunchError, Launcher, Plugin};
@@ -33,9 +32,6 @@ pub enum DoorError {
     /// The private socket folder could not be made.
     #[error("provider door: cannot make a private folder for its sockets: {0}")]
     Folder(std::io::Error),
-    /// The client certificate could not be made.
-    #[error("provider door: cannot make a client certificate: {0}")]
-    Cert(#[from] rcgen::Error),
     /// A hash check did not finish.
     #[error("provider door: a package hash check stopped: {0}")]
     Join(#[from] tokio::task::JoinError),
@@ -101,17 +97,28 @@ impl Door {
                     .map(|h1| (l, package, h1))
             }));
         }
-        let mut packages = Vec::new();
-        for check in checks {
-            packages.push(check.await??);
-        }
         let folder = private_folder().map_err(DoorError::Folder)?;
+        let launcher = Arc::new(Launcher::new(folder.path().to_path_buf()));
+        // The plugins' certificate is made while the packages are checked.
+        let any = !checks.is_empty();
+        let identity = async {
+            if !any {
+                return Ok(());
+            }
+            launcher.identity().await.map(drop)
+        };
+        let verified = async {
+            let mut packages = Vec::new();
+            for check in checks {
+                packages.push(check.await??);
+            }
+            Ok::<_, DoorError>(packages)
+        };
+        let (packages, identity) = tokio::join!(verified, identity);
+        let packages = packages?;
+        identity.map_err(|e| DoorError::Launch(Box::new(e)))?;
         let shared = Arc::new(Shared {
-            launcher: Arc::new(Launcher {
-                identity: ClientIdentity::generate()?,
-                sockets: folder.path().to_path_buf(),
-                launches: AtomicUsize::new(0),
-            }),
+            launcher,
             recorder: std::sync::Mutex::new(None),
             marking,
             configs: std::sync::Mutex::new(Vec::new()),

@@ -92,6 +92,12 @@ pub enum LaunchError {
         /// The cause.
         source: hyper::Error,
     },
+    /// The door's client certificate could not be made.
+    #[error("provider door: cannot make a client certificate: {0}")]
+    Cert(#[from] rcgen::Error),
+    /// Making the client certificate stopped.
+    #[error("provider door: making a client certificate stopped: {0}")]
+    CertStopped(#[from] tokio::task::JoinError),
 }
 
 /// Where a plugin listens, as its handshake line names it.
@@ -193,8 +199,8 @@ pub struct Plugin {
 
 /// What every plugin of one door is started with: the certificate, the private socket folder, and the count of plugins started.
 pub struct Launcher {
-    /// The certificate every plugin is given.
-    pub identity: ClientIdentity,
+    /// The certificate every plugin is given, made when the first one starts (a root of built-in providers alone never pays for it).
+    identity: tokio::sync::OnceCell<Arc<ClientIdentity>>,
     /// The private folder of every socket (0700).
     pub sockets: PathBuf,
     /// How many plugin processes the door started.
@@ -202,9 +208,31 @@ pub struct Launcher {
 }
 
 impl Launcher {
+    /// A launcher whose plugins' sockets are in `sockets`.
+    pub fn new(sockets: PathBuf) -> Launcher {
+        Launcher {
+            identity: tokio::sync::OnceCell::new(),
+            sockets,
+            launches: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// The certificate every plugin is given, made on a blocking thread the first time it is asked for (key generation seeds the crypto library's random source, milliseconds of CPU).
+    pub async fn identity(&self) -> Result<Arc<ClientIdentity>, LaunchError> {
+        let identity = self
+            .identity
+            .get_or_try_init(|| async {
+                let made = tokio::task::spawn_blocking(ClientIdentity::generate).await??;
+                Ok::<_, LaunchError>(Arc::new(made))
+            })
+            .await?;
+        Ok(identity.clone())
+    }
+
     /// Start one plugin of `plugin`, counted.
     pub async fn start(&self, plugin: &Plugin) -> Result<Upstream, LaunchError> {
-        let upstream = Upstream::launch(plugin, &self.identity, &self.sockets).await?;
+        let identity = self.identity().await?;
+        let upstream = Upstream::launch(plugin, identity, &self.sockets).await?;
         self.launches
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(upstream)
@@ -217,6 +245,8 @@ pub struct Upstream {
     address: ProviderAddress,
     pid: Option<u32>,
     handshake: Handshake,
+    /// The certificate it was given, presented on every connection to it.
+    identity: Arc<ClientIdentity>,
     /// How the process ended on its own (a signal, or a failing status), once it did.
     ended: tokio::sync::watch::Receiver<Option<String>>,
     /// Dropped with the upstream: the watcher then kills the process.
@@ -302,7 +332,7 @@ impl Upstream {
     /// Start `plugin` with its sockets in `sockets` (a folder only this user opens) and read its handshake.
     pub async fn launch(
         plugin: &Plugin,
-        identity: &ClientIdentity,
+        identity: Arc<ClientIdentity>,
         sockets: &Path,
     ) -> Result<Upstream, LaunchError> {
         let address = plugin.address.clone();
@@ -384,6 +414,7 @@ impl Upstream {
             address,
             pid,
             handshake,
+            identity,
             ended,
             _stop: stop,
         })
@@ -409,7 +440,7 @@ impl Upstream {
     }
 
     /// Open one TLS and HTTP/2 connection to it; requests go through the returned sender.
-    pub async fn connect<B>(&self, identity: &ClientIdentity) -> Result<SendRequest<B>, LaunchError>
+    pub async fn connect<B>(&self) -> Result<SendRequest<B>, LaunchError>
     where
         B: hyper::body::Body + Send + Unpin + 'static,
         B::Data: Send,
@@ -420,7 +451,8 @@ impl Upstream {
             address: address.clone(),
             source,
         };
-        let config = identity
+        let config = self
+            .identity
             .config(self.handshake.cert.clone())
             .map_err(|source| LaunchError::Tls {
                 address: address.clone(),

@@ -83,10 +83,7 @@ impl Probe {
         message: &[u8],
     ) -> Result<Probe, ProbeError> {
         let upstream = shared.launcher.start(plugin).await.map_err(Box::new)?;
-        let sender = upstream
-            .connect(&shared.launcher.identity)
-            .await
-            .map_err(Box::new)?;
+        let sender = upstream.connect().await.map_err(Box::new)?;
         let (prefix, schema, configure) = match upstream.protocol() {
             6 => (
                 "/tfplugin6.Provider/",

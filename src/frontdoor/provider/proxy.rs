@@ -239,10 +239,7 @@ impl Conn {
                     return Ok(shared);
                 }
                 let taken = self.provider.spares.take(call).await?;
-                let sender = taken
-                    .upstream
-                    .connect(&self.shared.launcher.identity)
-                    .await?;
+                let sender = taken.upstream.connect().await?;
                 let live = Arc::new(Live {
                     upstream: taken.upstream,
                     sender,

@@ -38,14 +38,14 @@ impl Drop for Starting {
 }
 
 /// A spare made by `made`; once it runs, a connection to it is opened for validation calls.
-fn spare<F>(launcher: Arc<Launcher>, made: F) -> Starting
+fn spare<F>(made: F) -> Starting
 where
     F: std::future::Future<Output = Result<Upstream, LaunchError>> + Send + 'static,
 {
     let (tx, validator) = watch::channel(None);
     let task = tokio::spawn(async move {
         let upstream = made.await?;
-        match upstream.connect(&launcher.identity).await {
+        match upstream.connect().await {
             Ok(sender) => {
                 tx.send_replace(Some(sender));
             }
@@ -92,16 +92,10 @@ impl Spares {
         first: Upstream,
         schema: Arc<SchemaCache>,
     ) -> Arc<Spares> {
-        let identity_launcher = launcher.clone();
         let address = plugin.address.clone();
-        let first = spare(launcher.clone(), async move {
+        let first = spare(async move {
             let settle = SettleOnDrop(schema.clone());
-            match tokio::time::timeout(
-                START_TIMEOUT,
-                fetch_schema(&first, &identity_launcher, &schema),
-            )
-            .await
-            {
+            match tokio::time::timeout(START_TIMEOUT, fetch_schema(&first, &schema)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(why)) => {
                     tracing::warn!(provider = %address, "provider door: the door's own schema call failed ({why}); terraform's go to a plugin");
@@ -209,9 +203,7 @@ impl Spares {
         {
             let launcher = self.launcher.clone();
             let plugin = self.plugin.clone();
-            *slot = Some(spare(self.launcher.clone(), async move {
-                launcher.start(&plugin).await
-            }));
+            *slot = Some(spare(async move { launcher.start(&plugin).await }));
         }
     }
 
@@ -251,13 +243,9 @@ impl Spares {
 }
 
 /// Ask `upstream` for its schema, as terraform would, and keep the answer in `schema`.
-async fn fetch_schema(
-    upstream: &Upstream,
-    launcher: &Launcher,
-    schema: &SchemaCache,
-) -> Result<(), String> {
+async fn fetch_schema(upstream: &Upstream, schema: &SchemaCache) -> Result<(), String> {
     let sender = upstream
-        .connect::<Full<Bytes>>(&launcher.identity)
+        .connect::<Full<Bytes>>()
         .await
         .map_err(|e| e.to_string())?;
     let path = match upstream.protocol() {
