@@ -44,6 +44,29 @@ fn seed_parameters(prefix: &str, n: usize) {
     assert!(out.status.success(), "seeding SSM: {}", text(&out.stderr));
 }
 
+/// Delete `/<prefix>/p0` .. `p<n-1>` from moto, ten to a request: moto's DescribeParameters,
+/// which the provider's read of each parameter makes, walks every parameter it holds, so a
+/// larger size's stock plan would otherwise pay for the smaller size's estate too.
+fn delete_parameters(prefix: &str, n: usize) {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    let script = "import sys, boto3\nssm = boto3.client('ssm', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\nnames = [f'/{sys.argv[2]}/p{i}' for i in range(int(sys.argv[3]))]\nfor k in range(0, len(names), 10):\n    ssm.delete_parameters(Names=names[k:k + 10])\n";
+    let out = Command::new(python)
+        .args([
+            "-c",
+            script,
+            &testkit::s3_endpoint(),
+            prefix,
+            &n.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "deleting the SSM parameters: {}",
+        text(&out.stderr)
+    );
+}
+
 /// The state of the n parameters as the provider reads them from moto.
 fn state(prefix: &str, n: usize) -> Value {
     let instances: Vec<Value> = (0..n)
@@ -219,6 +242,7 @@ pub async fn b6(rows: &mut Vec<Value>, n: usize) {
     let same = stock_changes == planned(live.path(), &live.cli_config, "again.tfplan")
         && (first.is_none()
             || stock_changes == planned(live.path(), &live.cli_config, "cone.tfplan"));
+    delete_parameters(&prefix, n);
     let ratio = again_s / stock_s;
     let first_said = first.map_or_else(
         || "not timed at this size (a targeted plan warmed the root)".to_string(),
