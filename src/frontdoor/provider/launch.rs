@@ -501,6 +501,15 @@ impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Stream for 
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn the_certificate_is_made_once_and_only_when_asked_for() {
+        let launcher = Launcher::new(PathBuf::from("/nonexistent"));
+        assert!(!launcher.identity.initialized());
+        let first = launcher.identity().await.unwrap();
+        let again = launcher.identity().await.unwrap();
+        assert!(Arc::ptr_eq(&first, &again));
+    }
+
     #[test]
     fn handshake_lines() {
         let h = parse_line("1|5|unix|/tmp/x/plugin1|grpc|AQIDBA\n").unwrap();
