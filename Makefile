@@ -38,7 +38,7 @@ reliability:
 	scripts/with-moto $(CARGO) test --test run s3_backend::aws_ -- --ignored --nocapture
 
 ## make bench: side by side with terraform's own S3 backend: SeaweedFS behind a 20 ms-per-request proxy (the S3
-## latency model), and moto; writes docs/bench/RESULTS.md and chart.png (under 15 minutes from a fresh clone, build included).
+## latency model), and moto; writes docs/bench/RESULTS.md and chart.png (about 30 minutes from a fresh clone on 2 cores, the build included; B6/5000's stock plan on moto is 8 of them).
 bench:
 	scripts/bench
 

@@ -1,4 +1,4 @@
-//! The processes a test started, read from `/proc`: parents, descendants, names, and SIGKILL.
+//! The processes a test started, read from `/proc`: parents, descendants, names, the ones whose environment holds a string, and SIGKILL.
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -73,4 +73,23 @@ pub fn kill_terraform_under(pid: u32) {
         .collect();
     assert!(!terraform.is_empty(), "no terraform under run");
     terraform.iter().for_each(|p| sigkill(*p));
+}
+
+/// The processes whose environment holds `needle`, by pid.
+pub fn with_env(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(entry.path().join("environ"))
+            && String::from_utf8_lossy(&env).contains(needle)
+        {
+            found.push(pid);
+        }
+    }
+    found
 }

@@ -1300,7 +1300,7 @@ fn machine() -> String {
         if cfg!(debug_assertions) {
             "debug"
         } else {
-            "release (Cargo.toml's `bench` profile: release, with the crates no benchmark runs at opt-level 0)"
+            "release (Cargo.toml's `bench` profile: release, with the crates no benchmark runs, and TLS, which only run's provider door uses, at opt-level 0)"
         }
     )
 }

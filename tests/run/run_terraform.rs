@@ -368,23 +368,6 @@ fn force_unlock_says_there_is_no_lock_and_runs_nothing() {
     );
 }
 
-/// The processes whose environment holds `needle`, by pid.
-fn processes_with_env(needle: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let pid = entry.file_name().to_string_lossy().to_string();
-        if !pid.chars().all(|c| c.is_ascii_digit()) {
-            continue;
-        }
-        if let Ok(env) = std::fs::read(entry.path().join("environ"))
-            && String::from_utf8_lossy(&env).contains(needle)
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 /// A planned apply's `show -json` starts beside the plan and reads the plan once it is written; when the plan fails, it is stopped with the run.
 #[test]
 fn the_show_started_beside_the_plan_reads_it_or_ends_with_the_run() {
@@ -430,10 +413,10 @@ fn the_show_started_beside_the_plan_reads_it_or_ends_with_the_run() {
         text(&out.stderr)
     );
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut left = processes_with_env(&tmp_path);
+    let mut left = common::procs::with_env(&tmp_path);
     while !left.is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
-        left = processes_with_env(&tmp_path);
+        left = common::procs::with_env(&tmp_path);
     }
     assert!(left.is_empty(), "processes left waiting: {left:?}");
 }
