@@ -27,44 +27,39 @@ fn cli_text() -> String {
     )
 }
 
-/// Make `/<prefix>/p0` .. `p<n-1>` (value "v") in moto, in one boto3 process.
-fn seed_parameters(prefix: &str, n: usize) {
+/// Run `body` in one boto3 process, with `ssm` a client of moto's SSM, `names` the n parameter
+/// names `/<prefix>/p0` .. `p<n-1>`; `what` names it in the failure.
+fn on_parameters(body: &str, prefix: &str, n: usize, what: &str) {
     let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let script = "import sys, boto3\nssm = boto3.client('ssm', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\nfor i in range(int(sys.argv[3])):\n    ssm.put_parameter(Name=f'/{sys.argv[2]}/p{i}', Value='v', Type='String')\n";
+    let script = format!(
+        "import sys, boto3\nssm = boto3.client('ssm', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\nnames = [f'/{{sys.argv[2]}}/p{{i}}' for i in range(int(sys.argv[3]))]\n{body}"
+    );
     let out = Command::new(python)
         .args([
             "-c",
-            script,
+            &script,
             &testkit::s3_endpoint(),
             prefix,
             &n.to_string(),
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "seeding SSM: {}", text(&out.stderr));
+    assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+}
+
+/// Make `/<prefix>/p0` .. `p<n-1>` (value "v") in moto, in one boto3 process.
+fn seed_parameters(prefix: &str, n: usize) {
+    let body = "for name in names:\n    ssm.put_parameter(Name=name, Value='v', Type='String')\n";
+    on_parameters(body, prefix, n, "seeding SSM");
 }
 
 /// Delete `/<prefix>/p0` .. `p<n-1>` from moto, ten to a request: moto's DescribeParameters,
 /// which the provider's read of each parameter makes, walks every parameter it holds, so a
 /// larger size's stock plan would otherwise pay for the smaller size's estate too.
 fn delete_parameters(prefix: &str, n: usize) {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    let script = "import sys, boto3\nssm = boto3.client('ssm', endpoint_url=sys.argv[1], region_name='us-east-1', aws_access_key_id='testing', aws_secret_access_key='testing')\nnames = [f'/{sys.argv[2]}/p{i}' for i in range(int(sys.argv[3]))]\nfor k in range(0, len(names), 10):\n    ssm.delete_parameters(Names=names[k:k + 10])\n";
-    let out = Command::new(python)
-        .args([
-            "-c",
-            script,
-            &testkit::s3_endpoint(),
-            prefix,
-            &n.to_string(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "deleting the SSM parameters: {}",
-        text(&out.stderr)
-    );
+    let body =
+        "for k in range(0, len(names), 10):\n    ssm.delete_parameters(Names=names[k:k + 10])\n";
+    on_parameters(body, prefix, n, "deleting the SSM parameters");
 }
 
 /// The state of the n parameters as the provider reads them from moto.
