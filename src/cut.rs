@@ -165,6 +165,8 @@ pub enum Mechanism {
     ApplyGate,
     /// Starting a planned apply's `show -json` beside its plan, held on a FIFO before it reads anything (cut: started once the plan is written).
     ShowAhead,
+    /// Releasing, at the run's end, the marks whose clearing failed as their records landed.
+    ReleaseUncleared,
     /// `run`'s terraform and provider processes dying with `run` (a parent-death signal).
     ParentDeath,
     /// `run` starting the providers itself behind its provider door (cut: terraform starts them).
@@ -310,6 +312,7 @@ impl Mechanism {
         Mechanism::KeyedCheck,
         Mechanism::ApplyGate,
         Mechanism::ShowAhead,
+        Mechanism::ReleaseUncleared,
         Mechanism::ParentDeath,
         Mechanism::ProviderDoor,
         Mechanism::ReturnRecords,
@@ -422,6 +425,7 @@ impl Mechanism {
             Mechanism::KeyedCheck => "keyed-check",
             Mechanism::ApplyGate => "apply-gate",
             Mechanism::ShowAhead => "show-ahead",
+            Mechanism::ReleaseUncleared => "release-uncleared",
             Mechanism::ParentDeath => "parent-death",
             Mechanism::ProviderDoor => "provider-door",
             Mechanism::ReturnRecords => "return-records",

@@ -13,6 +13,8 @@ use choudoufu_live::engine::layout::{EstateName, Layout};
 use choudoufu_live::engine::operation::Operation;
 use choudoufu_live::engine::program::ProgramStamp;
 use choudoufu_live::engine::session::{RunInfo, Session};
+use choudoufu_live::store::DynStore;
+use common::interposed::Interposed;
 use common::state::doc;
 use common::{Fixture, Kind};
 use tokio::sync::Barrier;
@@ -218,6 +220,78 @@ async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
     r_claims.release().await.unwrap();
 }
 
+/// A mark whose clearing the store refused as its record landed is released when the run ends,
+/// with the run's other marks, and not left standing until another run takes it over.
+async fn a_mark_the_store_would_not_clear_as_its_record_landed_is_released_at_the_end(kind: Kind) {
+    let f = Fixture::new(kind, "uncleared").await;
+    let layout = Layout::new(EstateName::parse("uncleared").unwrap());
+    let run = |id: &str| RunInfo {
+        run_id: id.to_string(),
+        program: ProgramStamp::default(),
+    };
+    let seed = Session::open(f.peer().await, layout.clone(), run("seed"))
+        .await
+        .unwrap();
+    seed.write_state(&doc("l", &[("db", "1"), ("dns", "1"), ("web", "1")]))
+        .await
+        .unwrap();
+    let interposed = Arc::new(Interposed::new(f.peer().await));
+    let store: DynStore = interposed.clone();
+    let live_s = live(&f, &layout, "s").await;
+    let claims = Arc::new(
+        Claims::claim(
+            &store,
+            &layout,
+            &live_s,
+            &[
+                want("terraform_data.db", &[]),
+                want("terraform_data.dns", &[]),
+                want("terraform_data.web", &[]),
+            ],
+        )
+        .await
+        .unwrap()
+        .unwrap(),
+    );
+    let s = Session::open(store.clone(), layout.clone(), run("s"))
+        .await
+        .unwrap();
+    s.hold(claims.clone()).await;
+    // db and dns land while the store refuses every delete; web is left for the end.
+    interposed.refuse_deletes(true);
+    let report = s
+        .write_state(&doc("l", &[("db", "2"), ("dns", "2"), ("web", "1")]))
+        .await
+        .unwrap();
+    assert_eq!(report.updated, ["terraform_data.db", "terraform_data.dns"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while interposed.refused.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{kind:?}: the landed records' marks were never cleared"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        claims.addresses(),
+        ["terraform_data.web"],
+        "{kind:?}: the landed records' marks are no longer held as claims"
+    );
+    interposed.refuse_deletes(false);
+    let released = claims.release().await.unwrap();
+    let left: Vec<String> = claims::read_marks(&f.store, &layout)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(m, _)| m.address)
+        .collect();
+    assert!(
+        left.is_empty(),
+        "{kind:?}: marks left standing after the run ended: {left:?}"
+    );
+    assert_eq!(released, 3, "{kind:?}: the two uncleared marks and web's");
+}
+
 /// Before its first heartbeat a run has no run record and its marks alone keep its claims:
 /// another run is refused, naming it; a run that ends within one interval leaves no run record.
 async fn a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat(kind: Kind) {
@@ -293,6 +367,7 @@ testkit::per_kind!(
         claims_are_all_or_nothing,
         related_claims_never_both_land,
         a_session_skips_held_records_and_clears_its_claims,
+        a_mark_the_store_would_not_clear_as_its_record_landed_is_released_at_the_end,
         a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat,
         a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it,
     ]

@@ -19,10 +19,8 @@ use choudoufu_live::engine::session::{Instant, RunInfo, Session, SessionError};
 use choudoufu_live::engine::write::Change;
 use choudoufu_live::engine::write::records::{self, Outcome, RecordWrite};
 use choudoufu_live::engine::write_log::{LogEntry, Offset, OffsetClock, Timing};
-use choudoufu_live::store::{
-    DynStore, KeyRange, Page, Precondition, RangeStart, RecordStore, StoreError, StoreKind,
-    StoreTime, Stored, Version, VersionListing, WriteOutcome, list_all,
-};
+use choudoufu_live::store::{DynStore, KeyRange, Precondition, list_all};
+use common::interposed::Interposed;
 use common::{Fixture, Kind};
 use serde_json::{Value, json};
 
@@ -376,71 +374,6 @@ async fn a_new_image_sweeps_expired_entries(kind: Kind) {
     );
 }
 
-/// A real store whose writes of one key wait, once, until released: a record write in flight
-/// (its entry made) while others read and compact.
-#[derive(Debug)]
-struct HeldWrite {
-    inner: DynStore,
-    key: String,
-    held: Arc<tokio::sync::Notify>,
-    release: Arc<tokio::sync::Notify>,
-    once: std::sync::atomic::AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl RecordStore for HeldWrite {
-    fn describe(&self) -> String {
-        self.inner.describe()
-    }
-    fn kind(&self) -> StoreKind {
-        self.inner.kind()
-    }
-    async fn get(&self, key: &str) -> Result<Option<Stored>, StoreError> {
-        self.inner.get(key).await
-    }
-    async fn list_page(&self, prefix: &str, token: Option<String>) -> Result<Page, StoreError> {
-        self.inner.list_page(prefix, token).await
-    }
-    async fn put(
-        &self,
-        key: &str,
-        bytes: &[u8],
-        precondition: &Precondition,
-    ) -> Result<WriteOutcome<Version>, StoreError> {
-        if key == self.key && self.once.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            self.held.notify_one();
-            self.release.notified().await;
-        }
-        self.inner.put(key, bytes, precondition).await
-    }
-    async fn delete(&self, key: &str, expected: &Version) -> Result<WriteOutcome<()>, StoreError> {
-        self.inner.delete(key, expected).await
-    }
-    async fn list_versions(&self, prefix: &str) -> Result<VersionListing, StoreError> {
-        self.inner.list_versions(prefix).await
-    }
-    async fn get_version(&self, key: &str, version_id: &str) -> Result<Option<Stored>, StoreError> {
-        self.inner.get_version(key, version_id).await
-    }
-    async fn store_time(&self, key: &str) -> Result<StoreTime, StoreError> {
-        self.inner.store_time(key).await
-    }
-    fn range_start(&self) -> RangeStart {
-        self.inner.range_start()
-    }
-    async fn list_range_page(
-        &self,
-        prefix: &str,
-        range: &KeyRange,
-        limit: usize,
-        token: Option<String>,
-    ) -> Result<Page, StoreError> {
-        self.inner
-            .list_range_page(prefix, range, limit, token)
-            .await
-    }
-}
-
 /// The claim: a record write whose log entry a compacting read lists, but which lands after that
 /// read listed the records (its write held in flight past the margin), is still seen by the
 /// next reader through the log: the new image names the entry as pending, though it is older
@@ -460,13 +393,7 @@ async fn a_write_landing_after_compaction_is_seen_through_pending(kind: Kind) {
         .into_result()
         .unwrap();
     let key = l.resource_key("terraform_data.r5").into_string();
-    let held = Arc::new(HeldWrite {
-        inner: f.store.clone(),
-        key: key.clone(),
-        held: Arc::default(),
-        release: Arc::default(),
-        once: true.into(),
-    });
+    let held = Arc::new(Interposed::new(f.store.clone()).holding_put(key.clone()));
     let writer = Session::open(held.clone(), l.clone(), run())
         .await
         .unwrap()

@@ -285,7 +285,9 @@ impl Claims {
         let mut mine = Vec::new();
         for task in clearing {
             // A clearing that could not finish gave back nothing: its marks stay until taken over.
-            if let Ok(left) = task.await {
+            if let Ok(left) = task.await
+                && !cut(Mechanism::ReleaseUncleared)
+            {
                 mine.extend(left);
             }
         }
