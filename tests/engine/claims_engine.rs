@@ -30,6 +30,24 @@ fn want(address: &str, deps: &[&str]) -> Wanted {
     }
 }
 
+/// Run `id`'s session identity.
+fn run(id: &str) -> RunInfo {
+    RunInfo {
+        run_id: id.to_string(),
+        program: ProgramStamp::default(),
+    }
+}
+
+/// Write the estate's first state: `terraform_data` resources by name and input.
+async fn seed(f: &Fixture, layout: &Layout, resources: &[(&str, &str)]) {
+    Session::open(f.peer().await, layout.clone(), run("seed"))
+        .await
+        .unwrap()
+        .write_state(&doc("l", resources))
+        .await
+        .unwrap();
+}
+
 async fn live(f: &Fixture, layout: &Layout, run: &str) -> Arc<Liveness> {
     Liveness::start(
         f.peer().await,
@@ -149,16 +167,7 @@ async fn related_claims_never_both_land(kind: Kind) {
 async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
     let f = Fixture::new(kind, "sessclaims").await;
     let layout = Layout::new(EstateName::parse("sess").unwrap());
-    let run = |id: &str| RunInfo {
-        run_id: id.to_string(),
-        program: ProgramStamp::default(),
-    };
-    let seed = Session::open(f.peer().await, layout.clone(), run("seed"))
-        .await
-        .unwrap();
-    seed.write_state(&doc("l", &[("db", "1"), ("dns", "1")]))
-        .await
-        .unwrap();
+    seed(&f, &layout, &[("db", "1"), ("dns", "1")]).await;
     // Run R holds db.
     let live_r = live(&f, &layout, "r").await;
     let r_claims = Claims::claim(
@@ -237,16 +246,7 @@ async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
 async fn a_mark_the_store_would_not_clear_as_its_record_landed_is_released_at_the_end(kind: Kind) {
     let f = Fixture::new(kind, "uncleared").await;
     let layout = Layout::new(EstateName::parse("uncleared").unwrap());
-    let run = |id: &str| RunInfo {
-        run_id: id.to_string(),
-        program: ProgramStamp::default(),
-    };
-    let seed = Session::open(f.peer().await, layout.clone(), run("seed"))
-        .await
-        .unwrap();
-    seed.write_state(&doc("l", &[("db", "1"), ("dns", "1"), ("web", "1")]))
-        .await
-        .unwrap();
+    seed(&f, &layout, &[("db", "1"), ("dns", "1"), ("web", "1")]).await;
     let interposed = Arc::new(Interposed::new(f.peer().await));
     let store: DynStore = interposed.clone();
     let live_s = live(&f, &layout, "s").await;
