@@ -628,7 +628,7 @@ async fn oversized_body_is_refused_and_writes_nothing(kind: Kind) {
         vec![data("a", &"x".repeat(100 * 1024)), data("b", "changed")],
     );
     refused_and_unchanged(&f, &door, big, 413, "over the 65536-byte limit").await;
-    // A declared length over the limit is refused before a byte of the body is read.
+    // A declared length over twice the limit is refused before a byte of the body is read.
     let before = snapshot(&f).await;
     let addr = door.server.addr;
     let auth = base64_basic(&door.user, &door.password);

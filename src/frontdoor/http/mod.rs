@@ -481,8 +481,11 @@ async fn get(backend: &Backend) -> Response {
     }
 }
 
-/// The request body, or the answer refusing it: over the limit (413, before anything is read
-/// when the length is declared), or cut short (400).
+/// The request body, or the answer refusing it: over the limit (413), or cut short (400).
+///
+/// A body over the limit but under twice it is read to its end and thrown away before the
+/// answer, so the client, still writing, is not cut off and hears why; a declared length
+/// beyond that is answered before a byte of the body is read.
 async fn read_body(
     backend: &Backend,
     headers: &HeaderMap,
@@ -505,20 +508,27 @@ async fn read_body(
             ),
         )
     };
+    let drain_cap = limit.saturating_mul(2) as u64;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let mut stream = body.into_data_stream();
     if let Some(len) = declared
         && len > limit as u64
     {
+        if len <= drain_cap {
+            discard(&mut stream, drain_cap).await;
+        }
         return Err(too_large(format!("{len} bytes")));
     }
     let mut bytes = Vec::with_capacity(declared.map_or(0, |n| n.min(1 << 20) as usize));
-    let mut stream = body.into_data_stream();
     while let Some(chunk) = stream.next().await {
         match chunk {
             Ok(chunk) if bytes.len() + chunk.len() > limit => {
+                let read = (bytes.len() + chunk.len()) as u64;
+                drop(bytes);
+                discard(&mut stream, drain_cap.saturating_sub(read)).await;
                 return Err(too_large(format!("more than {limit} bytes")));
             }
             Ok(chunk) => bytes.extend_from_slice(&chunk),
@@ -531,6 +541,21 @@ async fn read_body(
         }
     }
     Ok(bytes)
+}
+
+/// How long a refused body's rest may take to arrive, chunk by chunk, before it is given up.
+const DISCARD_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Reads and throws away up to `cap` more bytes of a refused body: until it ends, stalls for
+/// [`DISCARD_IDLE`], fails, or passes the cap.
+async fn discard(stream: &mut axum::body::BodyDataStream, cap: u64) {
+    let mut seen = 0u64;
+    while seen <= cap {
+        match tokio::time::timeout(DISCARD_IDLE, stream.next()).await {
+            Ok(Some(Ok(chunk))) => seen += chunk.len() as u64,
+            Ok(Some(Err(_)) | None) | Err(_) => return,
+        }
+    }
 }
 
 async fn post(backend: &Backend, body: &[u8]) -> Response {
