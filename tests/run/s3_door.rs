@@ -19,6 +19,11 @@ const BUCKET: &str = "states";
 const KEY: &str = "team/app.tfstate";
 
 async fn door(dir: &std::path::Path) -> (s3::Server, DynStore) {
+    door_with_limit(dir, None).await
+}
+
+/// The door over a local store in `dir`, refusing state objects over `limit` bytes (none: the default).
+async fn door_with_limit(dir: &std::path::Path, limit: Option<usize>) -> (s3::Server, DynStore) {
     let store: DynStore = Arc::new(LocalStore::new(dir));
     let base = EstateName::parse("team-app").unwrap();
     let run = RunInfo::new(ProgramStamp::default());
@@ -26,7 +31,10 @@ async fn door(dir: &std::path::Path) -> (s3::Server, DynStore) {
         let (store, run) = (store.clone(), run.clone());
         Arc::new(move |estate| Session::new(store.clone(), Layout::new(estate), run.clone()))
     };
-    let main = Backend::new(open(base.clone()), Arc::new(NoTally));
+    let main = match limit {
+        Some(limit) => Backend::with_max_body(open(base.clone()), Arc::new(NoTally), limit),
+        None => Backend::new(open(base.clone()), Arc::new(NoTally)),
+    };
     let estates = Estates::new(
         base,
         "default".into(),
@@ -140,6 +148,40 @@ async fn unsigned_and_wrongly_signed_requests_get_403_and_touch_nothing() {
         "{err:?}"
     );
     server.stop().await;
+}
+
+/// A state object over the door's limit is refused as too large, by name, and nothing is written;
+/// many rounds, for the refusal races the client's writing (the door checks the signature over the
+/// whole body, so the client has finished writing when it hears the answer).
+#[tokio::test]
+async fn an_object_over_the_limit_is_refused_by_name_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, store) = door_with_limit(dir.path(), Some(64 * 1024)).await;
+    let c = client(&server, &env(&server, "AWS_SECRET_ACCESS_KEY"));
+    let mut big = state("x");
+    big.extend(std::iter::repeat_n(b' ', 100 * 1024));
+    for round in 0..20 {
+        let err = c
+            .put_object()
+            .bucket(BUCKET)
+            .key(KEY)
+            .body(ByteStream::from(big.clone()))
+            .send()
+            .await
+            .expect_err("an object over the limit is refused");
+        let service = err
+            .as_service_error()
+            .unwrap_or_else(|| panic!("round {round}: the client heard no answer: {err:?}"));
+        assert_eq!(service.meta().code(), Some("EntityTooLarge"), "{service:?}");
+        assert!(
+            service
+                .meta()
+                .message()
+                .is_some_and(|m| m.contains("nothing was written")),
+            "{service:?}"
+        );
+    }
+    assert!(keys_in(&store, "tofu-records/").await.is_empty());
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@
 //! module is the command around it.
 
 mod push;
+mod refused_body;
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -33,6 +34,7 @@ use crate::cut::{Mechanism, cut};
 use crate::engine::session::{Landed, Session, SessionError, WriteReport};
 use crate::engine::state::MAX_STATE_BYTES;
 use crate::frontdoor::NO_LOCK;
+
 use crate::telemetry;
 
 /// The user name a run's terraform sends; the password is what makes a request this run's.
@@ -508,7 +510,6 @@ async fn read_body(
             ),
         )
     };
-    let drain_cap = limit.saturating_mul(2) as u64;
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -517,8 +518,8 @@ async fn read_body(
     if let Some(len) = declared
         && len > limit as u64
     {
-        if len <= drain_cap {
-            discard(&mut stream, drain_cap).await;
+        if refused_body::worth_draining(len, limit) {
+            refused_body::discard(&mut stream, refused_body::drain_cap(limit)).await;
         }
         return Err(too_large(format!("{len} bytes")));
     }
@@ -528,7 +529,11 @@ async fn read_body(
             Ok(chunk) if bytes.len() + chunk.len() > limit => {
                 let read = (bytes.len() + chunk.len()) as u64;
                 drop(bytes);
-                discard(&mut stream, drain_cap.saturating_sub(read)).await;
+                refused_body::discard(
+                    &mut stream,
+                    refused_body::drain_cap(limit).saturating_sub(read),
+                )
+                .await;
                 return Err(too_large(format!("more than {limit} bytes")));
             }
             Ok(chunk) => bytes.extend_from_slice(&chunk),
@@ -541,21 +546,6 @@ async fn read_body(
         }
     }
     Ok(bytes)
-}
-
-/// How long a refused body's rest may take to arrive, chunk by chunk, before it is given up.
-const DISCARD_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Reads and throws away up to `cap` more bytes of a refused body: until it ends, stalls for
-/// [`DISCARD_IDLE`], fails, or passes the cap.
-async fn discard(stream: &mut axum::body::BodyDataStream, cap: u64) {
-    let mut seen = 0u64;
-    while seen <= cap {
-        match tokio::time::timeout(DISCARD_IDLE, stream.next()).await {
-            Ok(Some(Ok(chunk))) => seen += chunk.len() as u64,
-            Ok(Some(Err(_)) | None) | Err(_) => return,
-        }
-    }
 }
 
 async fn post(backend: &Backend, body: &[u8]) -> Response {
