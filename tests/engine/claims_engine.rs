@@ -48,6 +48,16 @@ async fn seed(f: &Fixture, layout: &Layout, resources: &[(&str, &str)]) {
         .unwrap();
 }
 
+/// The addresses of the marks standing in `layout`'s estate.
+async fn mark_addresses(f: &Fixture, layout: &Layout) -> Vec<String> {
+    claims::read_marks(&f.store, layout)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(m, _)| m.address)
+        .collect()
+}
+
 async fn live(f: &Fixture, layout: &Layout, run: &str) -> Arc<Liveness> {
     Liveness::start(
         f.peer().await,
@@ -115,12 +125,7 @@ async fn claims_are_all_or_nothing(kind: Kind) {
             "round {round}: the losers hold nothing"
         );
         assert_eq!(claims.release().await.unwrap(), 2);
-        assert!(
-            claims::read_marks(&f.store, &layout)
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        assert!(mark_addresses(&f, &layout).await.is_empty());
     }
     for l in lives {
         l.end().await.unwrap();
@@ -212,12 +217,7 @@ async fn a_session_skips_held_records_and_clears_its_claims(kind: Kind) {
     // The clearing runs beside the write's answer: its mark is gone soon after.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let marks: Vec<String> = claims::read_marks(&f.store, &layout)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|(m, _)| m.address)
-            .collect();
+        let marks = mark_addresses(&f, &layout).await;
         if marks == ["terraform_data.db"] || std::time::Instant::now() > deadline {
             assert_eq!(
                 marks,
@@ -291,12 +291,7 @@ async fn a_mark_the_store_would_not_clear_as_its_record_landed_is_released_at_th
     );
     interposed.refuse_deletes(false);
     let released = claims.release().await.unwrap();
-    let left: Vec<String> = claims::read_marks(&f.store, &layout)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|(m, _)| m.address)
-        .collect();
+    let left = mark_addresses(&f, &layout).await;
     assert!(
         left.is_empty(),
         "{kind:?}: marks left standing after the run ended: {left:?}"
