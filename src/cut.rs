@@ -73,6 +73,8 @@ pub enum Mechanism {
     EncryptedState,
     /// The HTTP door's limit on a state document's size.
     BodyLimit,
+    /// Reading a refused body's bounded rest before the 413, so the client hears it.
+    BodyDrain,
     /// Refusing to start terraform when `.terraform/terraform.tfstate` stores a backend address or credentials.
     StoredBackend,
     /// Validating the live protocol's request fields (addresses, estate) before any store call.
@@ -257,6 +259,7 @@ impl Mechanism {
         Mechanism::ClientPinning,
         Mechanism::Listing,
         Mechanism::BodyLimit,
+        Mechanism::BodyDrain,
         Mechanism::Claims,
         Mechanism::EncryptedState,
         Mechanism::ImageVersion,
@@ -379,6 +382,7 @@ impl Mechanism {
             Mechanism::LineageCheck => "lineage-check",
             Mechanism::EncryptedState => "encrypted-state",
             Mechanism::BodyLimit => "body-limit",
+            Mechanism::BodyDrain => "body-drain",
             Mechanism::StoredBackend => "stored-backend",
             Mechanism::RequestValidation => "request-validation",
             Mechanism::ImageVersion => "image-version",

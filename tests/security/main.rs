@@ -652,6 +652,81 @@ async fn oversized_body_is_refused_and_writes_nothing(kind: Kind) {
     door.server.stop().await;
 }
 
+/// One HTTP/1.1 answer read from `s`: its head and body (the body as long as its Content-Length).
+fn read_answer(s: &mut std::net::TcpStream) -> std::io::Result<String> {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            if got.len() >= end + 4 + len {
+                return Ok(String::from_utf8_lossy(&got[..end + 4 + len]).into_owned());
+            }
+        }
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the connection closed after {} bytes", got.len()),
+            ));
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// A body over the limit but under twice it is read to its end before the 413: the client, still
+/// writing it slowly, is not cut off, hears why, and its connection answers the next request.
+async fn an_oversized_body_is_read_to_its_end_before_the_answer(kind: Kind) {
+    let f = Fixture::new(kind, "drain").await;
+    let (door, _) = seeded(&f).await;
+    let before = snapshot(&f).await;
+    let addr = door.server.addr;
+    let auth = base64_basic(&door.user, &door.password);
+    let outcome = tokio::task::spawn_blocking(move || -> Result<(String, String), String> {
+        let mut s = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        let len = 100 * 1024;
+        write!(
+            s,
+            "POST /state HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic {auth}\r\nContent-Type: application/json\r\nContent-Length: {len}\r\n\r\n"
+        )
+        .map_err(|e| format!("the head: {e}"))?;
+        // The body comes slowly, in four parts: an answer given at its head would come first.
+        for part in 0..4 {
+            std::thread::sleep(Duration::from_millis(100));
+            s.write_all(&vec![b' '; len / 4])
+                .map_err(|e| format!("the server cut the body off at part {part}: {e}"))?;
+        }
+        let refused = read_answer(&mut s).map_err(|e| format!("no answer to the POST: {e}"))?;
+        write!(
+            s,
+            "GET /state HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Basic {auth}\r\n\r\n"
+        )
+        .map_err(|e| format!("the next request: {e}"))?;
+        let next = read_answer(&mut s)
+            .map_err(|e| format!("the same connection did not answer again: {e}"))?;
+        Ok((refused, next))
+    })
+    .await
+    .unwrap();
+    let (refused, next) = outcome.unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+    assert!(refused.starts_with("HTTP/1.1 413"), "{refused}");
+    assert!(refused.contains("nothing was written"), "{refused}");
+    assert!(next.starts_with("HTTP/1.1 200"), "{next}");
+    assert_eq!(
+        snapshot(&f).await,
+        before,
+        "the store is byte for byte unchanged"
+    );
+    door.server.stop().await;
+}
+
 fn base64_basic(user: &str, password: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"))
@@ -715,6 +790,7 @@ testkit::per_kind!(
     local => Local, s3 => S3;
     [
         oversized_body_is_refused_and_writes_nothing,
+        an_oversized_body_is_read_to_its_end_before_the_answer,
         truncated_json_is_refused_and_writes_nothing,
         another_lineage_is_refused_and_writes_nothing,
         one_address_twice_is_refused_and_writes_nothing,

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 
+use crate::cut::{Mechanism, cut};
+
 /// How long a refused body's rest may take to arrive, chunk by chunk, before it is given up.
 pub const DISCARD_IDLE: Duration = Duration::from_secs(5);
 
@@ -26,6 +28,9 @@ where
     S: Stream<Item = Result<B, E>> + Unpin,
     B: AsRef<[u8]>,
 {
+    if cut(Mechanism::BodyDrain) {
+        return;
+    }
     let mut seen = 0u64;
     while seen <= cap {
         match tokio::time::timeout(DISCARD_IDLE, stream.next()).await {
