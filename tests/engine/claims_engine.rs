@@ -343,15 +343,17 @@ async fn a_run_holds_its_claims_by_its_marks_before_its_first_heartbeat(kind: Ki
 async fn a_runs_first_heartbeat_writes_its_record_and_its_end_removes_it(kind: Kind) {
     let f = Fixture::new(kind, "firstbeat").await;
     let layout = Layout::new(EstateName::parse("beat").unwrap());
+    // Beats of 2 s: the record reads as alive for 6 s after each, however slow the read that
+    // finds it on a loaded machine (at 200 ms, a read 600 ms late found it stale in CI).
     let run = Liveness::start(
         f.peer().await,
         layout.clone(),
         "b",
         ProgramStamp::default(),
-        Duration::from_millis(200),
+        Duration::from_secs(2),
     );
     let mut record = None;
-    for _ in 0..50 {
+    for _ in 0..100 {
         tokio::time::sleep(Duration::from_millis(100)).await;
         record = claims::read_run(&f.store, &layout, "b").await.unwrap();
         if record.is_some() {
