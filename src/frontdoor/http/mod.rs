@@ -34,7 +34,6 @@ use crate::cut::{Mechanism, cut};
 use crate::engine::session::{Landed, Session, SessionError, WriteReport};
 use crate::engine::state::MAX_STATE_BYTES;
 use crate::frontdoor::NO_LOCK;
-
 use crate::telemetry;
 
 /// The user name a run's terraform sends; the password is what makes a request this run's.
