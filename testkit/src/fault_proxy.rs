@@ -5,8 +5,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::http1::{forward, keep_alive, read_request};
 
 /// What the proxy does with one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,68 +110,6 @@ fn choose(rng: &std::sync::Mutex<u64>, rate: u32) -> Fault {
     }
 }
 
-/// Read one HTTP/1.1 request (head and a Content-Length body) from `sock`; None at EOF.
-async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
-    loop {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut req = httparse::Request::new(&mut headers);
-        if let Ok(httparse::Status::Complete(head_len)) = req.parse(buf) {
-            let len = req
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .and_then(|h| {
-                    std::str::from_utf8(h.value)
-                        .ok()?
-                        .trim()
-                        .parse::<usize>()
-                        .ok()
-                })
-                .unwrap_or(0);
-            while buf.len() < head_len + len {
-                let mut chunk = [0u8; 65536];
-                let n = sock.read(&mut chunk).await?;
-                if n == 0 {
-                    return Ok(None);
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let whole: Vec<u8> = buf.drain(..head_len + len).collect();
-            return Ok(Some(whole));
-        }
-        let mut chunk = [0u8; 65536];
-        let n = sock.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-/// Forward one request on a fresh upstream connection with `Connection: close`, and read the whole answer.
-async fn forward(upstream: &str, request: &[u8]) -> std::io::Result<Vec<u8>> {
-    let text_end = request
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(request.len(), |p| p + 4);
-    let head = String::from_utf8_lossy(&request[..text_end]);
-    let mut rewritten = String::new();
-    for line in head.split("\r\n") {
-        if line.to_ascii_lowercase().starts_with("connection:") || line.is_empty() {
-            continue;
-        }
-        rewritten.push_str(line);
-        rewritten.push_str("\r\n");
-    }
-    rewritten.push_str("Connection: close\r\n\r\n");
-    let mut up = TcpStream::connect(upstream).await?;
-    up.write_all(rewritten.as_bytes()).await?;
-    up.write_all(&request[text_end..]).await?;
-    let mut answer = Vec::new();
-    up.read_to_end(&mut answer).await?;
-    Ok(answer)
-}
-
 /// The 500 or 503 answer (`busy`) of `dialect`'s service.
 fn injected_answer(dialect: Dialect, busy: bool) -> Vec<u8> {
     match (dialect, busy) {
@@ -235,33 +175,6 @@ fn error_answer(status: &str, code: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Make an answer keep-alive safe: the upstream said `Connection: close`; tell the client the length instead.
-fn keep_alive(answer: Vec<u8>) -> Vec<u8> {
-    let end = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(answer.len(), |p| p + 4);
-    let head = String::from_utf8_lossy(&answer[..end]);
-    let body = &answer[end..];
-    let mut out = String::new();
-    for line in head.split("\r\n") {
-        let l = line.to_ascii_lowercase();
-        if l.starts_with("connection:")
-            || l.starts_with("content-length:")
-            || l.starts_with("transfer-encoding:")
-            || line.is_empty()
-        {
-            continue;
-        }
-        out.push_str(line);
-        out.push_str("\r\n");
-    }
-    out.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    let mut v = out.into_bytes();
-    v.extend_from_slice(body);
-    v
-}
-
 async fn serve(
     mut sock: TcpStream,
     upstream: &str,
@@ -291,7 +204,7 @@ async fn serve(
         match fault {
             Fault::Pass => {
                 let answer = forward(upstream, &request).await?;
-                sock.write_all(&keep_alive(answer)).await?;
+                sock.write_all(&keep_alive(answer, &request)).await?;
             }
             Fault::Internal500 => {
                 counts.internal.fetch_add(1, Ordering::SeqCst);
@@ -349,7 +262,7 @@ pub async fn start_gated(upstream: String) -> Gated {
                     let Ok(answer) = forward(&upstream, &request).await else {
                         return;
                     };
-                    if sock.write_all(&keep_alive(answer)).await.is_err() {
+                    if sock.write_all(&keep_alive(answer, &request)).await.is_err() {
                         return;
                     }
                 }
@@ -523,7 +436,7 @@ async fn serve_outage(
             refused.fetch_add(1, Ordering::SeqCst);
             return Ok(());
         }
-        sock.write_all(&keep_alive(answer)).await?;
+        sock.write_all(&keep_alive(answer, &request)).await?;
     }
     Ok(())
 }

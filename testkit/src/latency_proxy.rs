@@ -9,9 +9,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+
+use crate::http1::{forward, head_end, keep_alive, read_request};
 
 /// One request through the proxy.
 #[derive(Clone, Debug)]
@@ -177,43 +179,6 @@ async fn serve_all(upstream: String, delay: Duration, gate: Gate) -> Proxy {
     }
 }
 
-/// Read one HTTP/1.1 request (head and a Content-Length body); None at EOF.
-async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
-    loop {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut req = httparse::Request::new(&mut headers);
-        if let Ok(httparse::Status::Complete(head_len)) = req.parse(buf) {
-            let len = req
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .and_then(|h| {
-                    std::str::from_utf8(h.value)
-                        .ok()?
-                        .trim()
-                        .parse::<usize>()
-                        .ok()
-                })
-                .unwrap_or(0);
-            while buf.len() < head_len + len {
-                let mut chunk = [0u8; 65536];
-                let n = sock.read(&mut chunk).await?;
-                if n == 0 {
-                    return Ok(None);
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            return Ok(Some(buf.drain(..head_len + len).collect()));
-        }
-        let mut chunk = [0u8; 65536];
-        let n = sock.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 /// The request's headers, as (lowercased name, trimmed value).
 fn headers(request: &[u8]) -> Vec<(String, String)> {
     let head = String::from_utf8_lossy(&request[..head_end(request)]);
@@ -238,59 +203,6 @@ fn query_action(request: &[u8]) -> Option<String> {
     let body = String::from_utf8_lossy(&request[head_end(request)..]);
     body.split('&')
         .find_map(|kv| kv.strip_prefix("Action=").map(str::to_string))
-}
-
-fn head_end(bytes: &[u8]) -> usize {
-    bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(bytes.len(), |p| p + 4)
-}
-
-/// Forward one request on a fresh upstream connection (`Connection: close`); the whole answer.
-async fn forward(upstream: &str, request: &[u8]) -> std::io::Result<Vec<u8>> {
-    let end = head_end(request);
-    let head = String::from_utf8_lossy(&request[..end]);
-    let mut out = String::new();
-    for line in head.split("\r\n") {
-        if line.to_ascii_lowercase().starts_with("connection:") || line.is_empty() {
-            continue;
-        }
-        out.push_str(line);
-        out.push_str("\r\n");
-    }
-    out.push_str("Connection: close\r\n\r\n");
-    let mut up = TcpStream::connect(upstream).await?;
-    let _ = up.set_nodelay(true);
-    up.write_all(out.as_bytes()).await?;
-    up.write_all(&request[end..]).await?;
-    let mut answer = Vec::new();
-    up.read_to_end(&mut answer).await?;
-    Ok(answer)
-}
-
-/// The answer made keep-alive safe: its length stated (a HEAD answer keeps its own headers).
-fn keep_alive(answer: Vec<u8>, head_request: bool) -> Vec<u8> {
-    let end = head_end(&answer);
-    let head = String::from_utf8_lossy(&answer[..end]);
-    let body = &answer[end..];
-    let mut out = String::new();
-    for line in head.split("\r\n") {
-        let l = line.to_ascii_lowercase();
-        let framing = l.starts_with("content-length:") || l.starts_with("transfer-encoding:");
-        if l.starts_with("connection:") || (framing && !head_request) || line.is_empty() {
-            continue;
-        }
-        out.push_str(line);
-        out.push_str("\r\n");
-    }
-    if !head_request {
-        out.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    out.push_str("\r\n");
-    let mut v = out.into_bytes();
-    v.extend_from_slice(body);
-    v
 }
 
 async fn serve(
@@ -319,7 +231,7 @@ async fn serve(
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        let answer = keep_alive(forward(upstream, &request).await?, method == "HEAD");
+        let answer = keep_alive(forward(upstream, &request).await?, &request);
         sock.write_all(&answer).await?;
         log.lock().unwrap().push(Call {
             headers: headers.into_iter().map(|(name, _)| name).collect(),

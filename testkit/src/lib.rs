@@ -5,6 +5,7 @@
 pub mod aws_objects;
 pub mod cdftest;
 pub mod fault_proxy;
+pub mod http1;
 pub mod interposed;
 pub mod latency_proxy;
 pub mod plugin_host;
