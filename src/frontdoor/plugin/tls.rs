@@ -58,20 +58,74 @@ pub fn server_identity() -> Result<ServerIdentity, rcgen::Error> {
     })
 }
 
-/// Accepts exactly one client certificate, byte for byte, and checks the handshake signature with it.
+/// One certificate accepted byte for byte, and the handshake's signatures checked with it: each side of AutoMTLS pins its peer's.
 #[derive(Debug)]
-pub struct PinnedClient {
-    pinned: Vec<u8>,
+pub struct Pinned {
+    der: Vec<u8>,
     algorithms: WebPkiSupportedAlgorithms,
 }
+
+impl Pinned {
+    /// Pin `der`, checking signatures with `provider`'s algorithms.
+    pub fn new(der: Vec<u8>, provider: &CryptoProvider) -> Self {
+        Pinned {
+            der,
+            algorithms: provider.signature_verification_algorithms,
+        }
+    }
+
+    /// `verified` when `end_entity` is the pinned certificate (or `open`), else refused, with `refusal` logged.
+    pub fn check<T>(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        open: bool,
+        verified: T,
+        refusal: &str,
+    ) -> Result<T, Error> {
+        if open || end_entity.as_ref() == self.der.as_slice() {
+            Ok(verified)
+        } else {
+            tracing::warn!("{refusal}");
+            Err(Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure,
+            ))
+        }
+    }
+
+    /// Check a TLS 1.2 handshake signature.
+    pub fn tls12(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    /// Check a TLS 1.3 handshake signature.
+    pub fn tls13(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    /// The signature schemes it can check.
+    pub fn schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// Accepts exactly one client certificate, byte for byte, and checks the handshake signature with it.
+#[derive(Debug)]
+pub struct PinnedClient(Pinned);
 
 impl PinnedClient {
     /// A verifier that accepts only `der`.
     pub fn new(der: Vec<u8>, provider: &CryptoProvider) -> Self {
-        PinnedClient {
-            pinned: der,
-            algorithms: provider.signature_verification_algorithms,
-        }
+        PinnedClient(Pinned::new(der, provider))
     }
 }
 
@@ -86,16 +140,12 @@ impl ClientCertVerifier for PinnedClient {
         _intermediates: &[CertificateDer<'_>],
         _now: UnixTime,
     ) -> Result<ClientCertVerified, Error> {
-        if end_entity.as_ref() == self.pinned.as_slice()
-            || crate::cut::cut(crate::cut::Mechanism::ClientPinning)
-        {
-            Ok(ClientCertVerified::assertion())
-        } else {
-            tracing::warn!("refused a client certificate that is not the host's");
-            Err(Error::InvalidCertificate(
-                CertificateError::ApplicationVerificationFailure,
-            ))
-        }
+        self.0.check(
+            end_entity,
+            crate::cut::cut(crate::cut::Mechanism::ClientPinning),
+            ClientCertVerified::assertion(),
+            "refused a client certificate that is not the host's",
+        )
     }
 
     fn verify_tls12_signature(
@@ -104,7 +154,7 @@ impl ClientCertVerifier for PinnedClient {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+        self.0.tls12(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -113,11 +163,11 @@ impl ClientCertVerifier for PinnedClient {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+        self.0.tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
+        self.0.schemes()
     }
 
     fn client_auth_mandatory(&self) -> bool {
@@ -141,4 +191,29 @@ pub fn server_config(
         )?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pin_accepts_its_own_certificate_only() {
+        let ours = server_identity().unwrap().cert_der;
+        let other = server_identity().unwrap().cert_der;
+        let pin = Pinned::new(ours.clone(), &provider());
+        let check =
+            |der: &[u8], open| pin.check(&CertificateDer::from(der.to_vec()), open, (), "refused");
+        assert!(check(&ours, false).is_ok());
+        assert!(matches!(
+            check(&other, false),
+            Err(Error::InvalidCertificate(
+                CertificateError::ApplicationVerificationFailure
+            ))
+        ));
+        assert!(check(&[], false).is_err());
+        // Open (the client-pinning mechanism cut): anything passes.
+        assert!(check(&other, true).is_ok());
+        assert!(!pin.schemes().is_empty());
+    }
 }

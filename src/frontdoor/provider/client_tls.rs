@@ -3,11 +3,10 @@
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, Error, SignatureScheme};
+use rustls::{ClientConfig, DigitallySignedStruct, Error, SignatureScheme};
 
-use crate::frontdoor::plugin::tls::{ServerIdentity, provider};
+use crate::frontdoor::plugin::tls::{Pinned, ServerIdentity, provider};
 
 /// The certificate the door presents to every plugin it starts (`PLUGIN_CLIENT_CERT`).
 pub struct ClientIdentity(ServerIdentity);
@@ -41,10 +40,7 @@ impl ClientIdentity {
     /// The TLS client configuration for one plugin: this certificate, `server_der` pinned, ALPN h2.
     pub fn config(&self, server_der: Vec<u8>) -> Result<Arc<ClientConfig>, Error> {
         let provider = provider();
-        let verifier = Arc::new(PinnedServer {
-            pinned: server_der,
-            algorithms: provider.signature_verification_algorithms,
-        });
+        let verifier = Arc::new(PinnedServer(Pinned::new(server_der, &provider)));
         let mut config = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
             .dangerous()
@@ -60,10 +56,7 @@ impl ClientIdentity {
 
 /// Accepts exactly the certificate the plugin announced on its handshake line, byte for byte.
 #[derive(Debug)]
-struct PinnedServer {
-    pinned: Vec<u8>,
-    algorithms: WebPkiSupportedAlgorithms,
-}
+struct PinnedServer(Pinned);
 
 impl ServerCertVerifier for PinnedServer {
     fn verify_server_cert(
@@ -74,14 +67,12 @@ impl ServerCertVerifier for PinnedServer {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, Error> {
-        if end_entity.as_ref() == self.pinned.as_slice() {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            tracing::warn!("refused a provider plugin certificate it did not announce");
-            Err(Error::InvalidCertificate(
-                CertificateError::ApplicationVerificationFailure,
-            ))
-        }
+        self.0.check(
+            end_entity,
+            false,
+            ServerCertVerified::assertion(),
+            "refused a provider plugin certificate it did not announce",
+        )
     }
 
     fn verify_tls12_signature(
@@ -90,7 +81,7 @@ impl ServerCertVerifier for PinnedServer {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+        self.0.tls12(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -99,10 +90,10 @@ impl ServerCertVerifier for PinnedServer {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+        self.0.tls13(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
+        self.0.schemes()
     }
 }
